@@ -1,0 +1,38 @@
+package readpast
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors callers branch on with errors.Is.
+var (
+	// ErrNotFound: no job has that id.
+	ErrNotFound = errors.New("readpast: job not found")
+	// ErrStaleToken: the token is not the job's current claim (its lease
+	// expired and it was re-claimed, or it already finished). Nothing changed.
+	ErrStaleToken = errors.New("readpast: claim token is not current")
+	// ErrInvalidState: the operation does not apply to the job's state, such
+	// as cancelling a job that already succeeded. Nothing changed.
+	ErrInvalidState = errors.New("readpast: job is not in a state that allows this")
+	// ErrSchemaTooNew: the database was migrated by a newer readpast.
+	ErrSchemaTooNew = errors.New("readpast: database schema is newer than this version")
+	// ErrInvalid: a parameter is out of range; the error is a *FieldError.
+	ErrInvalid = errors.New("readpast: invalid parameter")
+)
+
+// FieldError names the parameter that made a request invalid.
+// errors.Is(err, ErrInvalid) holds for every FieldError.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Message) }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,177 @@
+package readpast
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// JobState is where a job is in its life. The HTTP API exposes these names.
+//
+//	pending ──claim──▶ running ──complete──▶ succeeded
+//	   ▲                 │ │ └──cancel──────▶ cancelled
+//	   │                 │ └─fail/expire (attempts used up)──▶ failed
+//	   └──fail/expire/release (attempts left)
+//	pending ──cancel──▶ cancelled      failed|cancelled ──retry──▶ pending
+//
+// pending and running jobs live in the live table that claims scan; the
+// three final states live in the history table.
+type JobState string
+
+// The job states.
+const (
+	// StatePending: waiting to run, now or at RunAt.
+	StatePending JobState = "pending"
+	// StateRunning: held by a worker under a lease.
+	StateRunning JobState = "running"
+	// StateSucceeded: completed by its handler. Final.
+	StateSucceeded JobState = "succeeded"
+	// StateFailed: every attempt failed. Final until retried by hand.
+	StateFailed JobState = "failed"
+	// StateCancelled: cancelled before it could finish. Final until retried by hand.
+	StateCancelled JobState = "cancelled"
+)
+
+// AllStates lists every state in lifecycle order.
+var AllStates = []JobState{StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled}
+
+// Valid reports whether s is one of the five states.
+func (s JobState) Valid() bool {
+	switch s {
+	case StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Final reports whether s is a final state (the job is in history).
+func (s JobState) Final() bool {
+	return s == StateSucceeded || s == StateFailed || s == StateCancelled
+}
+
+// AttemptError records why one attempt did not succeed.
+type AttemptError struct {
+	// Attempt is the attempt number (1-based) that failed.
+	Attempt int `json:"attempt"`
+	// At is when the failure was recorded.
+	At time.Time `json:"at"`
+	// Message is the error text.
+	Message string `json:"message"`
+	// Stack is the goroutine stack when the handler panicked.
+	Stack string `json:"stack,omitempty"`
+	// Worker is the worker that held the job.
+	Worker string `json:"worker,omitempty"`
+}
+
+// Job is one row of the queue, live or finished.
+type Job struct {
+	ID          int64           `json:"id"`
+	Queue       string          `json:"queue"`
+	Kind        string          `json:"kind"`
+	Payload     json.RawMessage `json:"payload"`
+	Priority    int             `json:"priority"`
+	State       JobState        `json:"state"`
+	Attempt     int             `json:"attempt"`
+	MaxAttempts int             `json:"max_attempts"`
+	RunAt       time.Time       `json:"run_at"`
+	// Group is the concurrency group key; nil for an ungrouped job.
+	Group *string `json:"group"`
+	// Token is the current claim's token while running (and the last claim's
+	// token once finished). Empty when never claimed.
+	Token string `json:"-"`
+	// LeaseExpiresAt is set while running.
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	// Worker is the worker that holds or last held the job.
+	Worker     string          `json:"worker,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Errors     []AttemptError  `json:"errors"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+// EnqueueParams describes one job to enqueue. Zero values take defaults.
+type EnqueueParams struct {
+	// Kind selects the handler. Required.
+	Kind string
+	// Payload is the job's JSON arguments. Defaults to {}.
+	Payload json.RawMessage
+	// Queue defaults to DefaultQueue.
+	Queue string
+	// Priority: lower runs first. Defaults to 0; must be within
+	// [MinPriority, MaxPriority].
+	Priority int
+	// RunAt: not claimable before this time. Zero means now.
+	RunAt time.Time
+	// MaxAttempts defaults to DefaultMaxAttempts.
+	MaxAttempts int
+	// Group is the concurrency group key; empty for none.
+	Group string
+}
+
+// Defaults and limits shared by every store.
+const (
+	DefaultQueue       = "default"
+	DefaultMaxAttempts = 25
+	MinPriority        = -1000
+	MaxPriority        = 1000
+	MaxNameLen         = 128
+	MaxAttemptsLimit   = 1000
+)
+
+// ClaimParams asks for up to Limit jobs.
+type ClaimParams struct {
+	// Queues to claim from. Empty means DefaultQueue.
+	Queues []string
+	// Worker identifies the claimer; recorded on the job.
+	Worker string
+	// Limit is the most jobs to claim (at least 1).
+	Limit int
+	// Lease is how long the claim is valid unless extended.
+	Lease time.Duration
+}
+
+// Completion finishes one running job as succeeded.
+type Completion struct {
+	ID     int64
+	Token  string
+	Result json.RawMessage
+}
+
+// Failure records one failed attempt of a running job. The job is retried at
+// RetryAt when attempts remain, otherwise it fails for good. A zero RetryAt
+// means now.
+type Failure struct {
+	ID      int64
+	Token   string
+	Message string
+	Stack   string
+	RetryAt time.Time
+	// Discard fails the job for good whatever attempts remain.
+	Discard bool
+}
+
+// ListParams filters a job listing. Zero fields do not filter.
+type ListParams struct {
+	Queue string
+	State JobState
+	Kind  string
+	Group string
+	// Limit defaults to 100 and is capped at 1000.
+	Limit int
+	// Cursor continues a previous listing (from ListResult.Next).
+	Cursor string
+}
+
+// ListResult is one page of jobs, newest first.
+type ListResult struct {
+	Jobs []*Job
+	// Next is the cursor of the next page; empty at the end.
+	Next string
+}
+
+// QueueStats counts the jobs of one queue in one state.
+type QueueStats struct {
+	Queue string   `json:"queue"`
+	State JobState `json:"state"`
+	Count int64    `json:"count"`
+}

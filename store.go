@@ -1,0 +1,83 @@
+package readpast
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the storage SPI a Client runs on. The postgres and sqlite
+// packages implement it; storetest holds the conformance suite every
+// implementation must pass. Methods take params already validated by the
+// Normalize helpers of this package, and validate again where a bad value
+// could corrupt data.
+//
+// Every write by a worker (Complete, Fail, Extend, Release) applies only when
+// the job's id, claim token and running state all match; otherwise it
+// changes nothing and reports ErrStaleToken (or ErrNotFound).
+type Store interface {
+	// Migrate brings the schema up to date. It fails with ErrSchemaTooNew
+	// and touches nothing when the database is newer than this code.
+	Migrate(ctx context.Context) error
+	// Enqueue inserts jobs atomically (all or none) in one round trip and
+	// returns them in order.
+	Enqueue(ctx context.Context, jobs []EnqueueParams) ([]*Job, error)
+	// Claim takes up to p.Limit claimable jobs in one statement, in order of
+	// priority, run-at, id, skipping jobs other claimers hold, and gives each
+	// a fresh token and a lease.
+	Claim(ctx context.Context, p ClaimParams) ([]*Job, error)
+	// Complete finishes running jobs as succeeded, in one transaction. The
+	// returned slice has one entry per completion: nil, ErrStaleToken or
+	// ErrNotFound. Completing again with the token that already completed
+	// the job succeeds and changes nothing.
+	Complete(ctx context.Context, cs []Completion) ([]error, error)
+	// Fail records failed attempts: each job goes back to pending at its
+	// RetryAt when attempts remain, or to failed for good. One entry per
+	// failure as for Complete.
+	Fail(ctx context.Context, fs []Failure) ([]error, error)
+	// Extend renews a running job's lease to now+lease and returns the new
+	// expiry.
+	Extend(ctx context.Context, id int64, token string, lease time.Duration) (time.Time, error)
+	// Release gives a running job back unworked: it is pending again at once
+	// and the attempt is not counted.
+	Release(ctx context.Context, id int64, token string) error
+	// Cancel moves a pending or running job to cancelled. A running job's
+	// token stops being current. ErrInvalidState for a finished job.
+	Cancel(ctx context.Context, id int64) (*Job, error)
+	// Retry makes a job pending now: a failed or cancelled job comes back
+	// from history with its attempts reset; a pending job runs now.
+	// ErrInvalidState for running and succeeded jobs.
+	Retry(ctx context.Context, id int64) (*Job, error)
+	// Get returns a live or finished job.
+	Get(ctx context.Context, id int64) (*Job, error)
+	// List returns jobs matching p, newest first.
+	List(ctx context.Context, p ListParams) (ListResult, error)
+	// Stats counts jobs per queue and state.
+	Stats(ctx context.Context) ([]QueueStats, error)
+	// RescueExpired ends the claims whose lease has expired (at most limit
+	// of them): back to pending when attempts remain, else failed for good.
+	// It applies the same id, token and running check as a worker's write.
+	RescueExpired(ctx context.Context, limit int) (int, error)
+	// SetGroupLimit sets how many jobs of a group may run at once (default 1).
+	SetGroupLimit(ctx context.Context, group string, limit int) error
+	// Prune deletes up to p.Limit finished jobs in p.State finished before
+	// p.Before, and returns how many it deleted.
+	Prune(ctx context.Context, p PruneParams) (int, error)
+	// Close releases what the store opened itself.
+	Close() error
+}
+
+// Notifier is implemented by stores that can wake claimers when jobs are
+// enqueued. Wake-ups are coalesced: a signal means "look again", not "one job".
+type Notifier interface {
+	// Subscribe returns a channel that receives a value soon after jobs
+	// become claimable. The channel is closed when ctx ends.
+	Subscribe(ctx context.Context) (<-chan struct{}, error)
+}
+
+// PruneParams selects finished jobs to delete.
+type PruneParams struct {
+	State  JobState
+	Before time.Time
+	// Limit defaults to 1000.
+	Limit int
+}
