@@ -1,0 +1,470 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/readpast/readpast"
+)
+
+// querier runs statements on a pool, a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// enqueueArgs validates jobs and lays them out as the parallel arrays of
+// sql/enqueue.sql.
+func enqueueArgs(jobs []readpast.EnqueueParams, notify bool) ([]any, error) {
+	now := time.Now()
+	n := len(jobs)
+	queues, kinds, payloads := make([]string, n), make([]string, n), make([]string, n)
+	prios, maxAtt := make([]int32, n), make([]int32, n)
+	runAt := make([]time.Time, n)
+	groups := make([]*string, n)
+	for i, p := range jobs {
+		p, err := p.Normalize(now)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		queues[i], kinds[i], payloads[i] = p.Queue, p.Kind, string(p.Payload)
+		prios[i], maxAtt[i], runAt[i] = int32(p.Priority), int32(p.MaxAttempts), p.RunAt
+		if p.Group != "" {
+			g := p.Group
+			groups[i] = &g
+		}
+	}
+	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, notify}, nil
+}
+
+func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
+	defer rows.Close()
+	var jobs []*readpast.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	args, err := enqueueArgs(jobs, true)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, enqueueSQL, args...)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	out, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return out, nil
+}
+
+// Enqueue inserts jobs in one statement: all or none.
+func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	out, err := enqueue(ctx, s.pool, jobs)
+	if err == nil && len(out) > 0 {
+		s.hub.broadcast()
+	}
+	return out, err
+}
+
+// EnqueueTx inserts jobs inside the caller's transaction: they exist if and
+// only if tx commits. Workers are woken when it commits.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	return enqueue(ctx, tx, jobs)
+}
+
+// Claim takes up to p.Limit jobs in one statement (sql/claim.sql).
+func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	// QueryExecModeExec plans with the actual LIMIT every time; a cached
+	// generic plan for "LIMIT $3" can scan the whole table.
+	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeExec,
+		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return jobs, nil
+}
+
+// parseTokens turns tokens into UUIDs; a malformed token can never be
+// current, so its entry is ErrStaleToken without asking the database.
+func parseTokens(tokens []string) ([]uuid.UUID, []error) {
+	ids := make([]uuid.UUID, len(tokens))
+	errs := make([]error, len(tokens))
+	for i, t := range tokens {
+		u, err := uuid.Parse(t)
+		if err != nil {
+			errs[i] = readpast.ErrStaleToken
+			continue
+		}
+		ids[i] = u
+	}
+	return ids, errs
+}
+
+// explain fills the entries of the writes that matched nothing: nil when
+// the job already succeeded with that very token (a retried completion),
+// ErrStaleToken when the job exists, ErrNotFound otherwise.
+func explain(ctx context.Context, q querier, ids []int64, tokens []string, done map[int64]bool, errs []error, completing bool) error {
+	var missing []int64
+	for i, id := range ids {
+		if errs[i] == nil && !done[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	type where struct{ state, token string }
+	found := map[int64]where{}
+	rows, err := q.Query(ctx, tokenStatesSQL, missing)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var state string
+		var token *string
+		if err := rows.Scan(&id, &state, &token); err != nil {
+			return err
+		}
+		w := where{state: state}
+		if token != nil {
+			w.token = *token
+		}
+		found[id] = w
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if errs[i] != nil || done[id] {
+			continue
+		}
+		w, ok := found[id]
+		switch {
+		case !ok:
+			errs[i] = readpast.ErrNotFound
+		case completing && w.state == string(readpast.StateSucceeded) && w.token == tokens[i]:
+			errs[i] = nil
+		default:
+			errs[i] = readpast.ErrStaleToken
+		}
+	}
+	return nil
+}
+
+func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
+	ids := make([]int64, len(cs))
+	tokens := make([]string, len(cs))
+	results := make([]*string, len(cs))
+	for i, c := range cs {
+		ids[i], tokens[i] = c.ID, c.Token
+		if len(c.Result) > 0 {
+			if !json.Valid(c.Result) {
+				return nil, &readpast.FieldError{Field: "result", Message: "not valid JSON"}
+			}
+			r := string(c.Result)
+			results[i] = &r
+		}
+	}
+	uuids, errs := parseTokens(tokens)
+	done, err := idSet(q.Query(ctx, completeSQL, ids, uuids, results))
+	if err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	if err := explain(ctx, q, ids, tokens, done, errs, true); err != nil {
+		return nil, fmt.Errorf("complete: %w", err)
+	}
+	return errs, nil
+}
+
+// Complete finishes running jobs as succeeded in one statement.
+func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	return retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, cs) })
+}
+
+// CompleteTx completes one job inside the caller's transaction, so the
+// handler's writes and the completion commit together. It returns
+// readpast.ErrStaleToken when the claim is no longer current.
+func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
+	errs, err := complete(ctx, tx, []readpast.Completion{c})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// Fail records failed attempts in one statement.
+func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(fs))
+	tokens := make([]string, len(fs))
+	msgs, stacks := make([]string, len(fs)), make([]string, len(fs))
+	retryAt := make([]*time.Time, len(fs))
+	discard := make([]bool, len(fs))
+	for i, f := range fs {
+		ids[i], tokens[i], msgs[i], stacks[i], discard[i] = f.ID, f.Token, f.Message, f.Stack, f.Discard
+		if !f.RetryAt.IsZero() {
+			t := f.RetryAt
+			retryAt[i] = &t
+		}
+	}
+	uuids, errs := parseTokens(tokens)
+	return retryDeadlock(ctx, func() ([]error, error) {
+		errs := append([]error(nil), errs...)
+		done, err := idSet(s.pool.Query(ctx, failSQL, ids, uuids, msgs, stacks, retryAt, discard))
+		if err != nil {
+			return nil, fmt.Errorf("fail: %w", err)
+		}
+		if err := explain(ctx, s.pool, ids, tokens, done, errs, false); err != nil {
+			return nil, fmt.Errorf("fail: %w", err)
+		}
+		s.hub.broadcast() // a retry may be claimable now
+		return errs, nil
+	})
+}
+
+// Extend renews a running job's lease.
+func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.Duration) (time.Time, error) {
+	if err := readpast.CheckLease(lease); err != nil {
+		return time.Time{}, err
+	}
+	u, err := uuid.Parse(token)
+	if err != nil {
+		return time.Time{}, s.staleOrMissing(ctx, id)
+	}
+	var exp time.Time
+	err = s.pool.QueryRow(ctx, extendSQL, id, u, lease.Microseconds()).Scan(&exp)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, s.staleOrMissing(ctx, id)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("extend: %w", err)
+	}
+	return exp.UTC(), nil
+}
+
+// Release gives a running job back unworked.
+func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	u, err := uuid.Parse(token)
+	if err != nil {
+		return s.staleOrMissing(ctx, id)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, releaseSQL, id, u).Scan(&n); err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	if n == 0 {
+		return s.staleOrMissing(ctx, id)
+	}
+	s.hub.broadcast()
+	return nil
+}
+
+// staleOrMissing explains a token write that matched nothing.
+func (s *Store) staleOrMissing(ctx context.Context, id int64) error {
+	if _, err := s.Get(ctx, id); err != nil {
+		return err
+	}
+	return readpast.ErrStaleToken
+}
+
+// Cancel moves a live job to cancelled.
+func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, cancelSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, s.notLive(ctx, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel: %w", err)
+	}
+	return j, nil
+}
+
+// Retry makes a failed, cancelled or pending job pending now.
+func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, retrySQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, s.notLive(ctx, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retry: %w", err)
+	}
+	s.hub.broadcast()
+	return j, nil
+}
+
+// notLive explains an admin operation that matched no row.
+func (s *Store) notLive(ctx context.Context, id int64) error {
+	if _, err := s.Get(ctx, id); err != nil {
+		return err
+	}
+	return readpast.ErrInvalidState
+}
+
+// Get returns a live or finished job.
+func (s *Store) Get(ctx context.Context, id int64) (*readpast.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, getSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %d: %w", id, readpast.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// List returns jobs matching p, newest first.
+func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListResult, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return readpast.ListResult{}, err
+	}
+	var after int64
+	if p.Cursor != "" {
+		after, _ = readpast.DecodeCursor(p.Cursor)
+	}
+	rows, err := s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit)
+	if err != nil {
+		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
+	}
+	res := readpast.ListResult{Jobs: jobs}
+	if len(jobs) == p.Limit {
+		res.Next = readpast.EncodeCursor(jobs[len(jobs)-1].ID)
+	}
+	return res, nil
+}
+
+// Stats counts jobs per queue and state.
+func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
+	rows, err := s.pool.Query(ctx, statsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	var out []readpast.QueueStats
+	for rows.Next() {
+		var st readpast.QueueStats
+		var state string
+		if err := rows.Scan(&st.Queue, &state, &st.Count); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.State = readpast.JobState(state)
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// RescueExpired ends up to limit expired claims in one statement.
+func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
+	}
+	var n int
+	_, err := retryDeadlock(ctx, func() ([]error, error) {
+		return nil, s.pool.QueryRow(ctx, rescueSQL, limit).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rescue: %w", err)
+	}
+	if n > 0 {
+		s.hub.broadcast()
+	}
+	return n, nil
+}
+
+// SetGroupLimit sets how many jobs of group may run at once.
+func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
+	if err := readpast.CheckGroupLimit(group, limit); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, setGroupLimitSQL, group, limit); err != nil {
+		return fmt.Errorf("set group limit: %w", err)
+	}
+	s.hub.broadcast()
+	return nil
+}
+
+// Prune deletes one batch of old finished jobs.
+func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, pruneSQL, string(p.State), p.Before, p.Limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// idSet collects the single id column of rows.
+func idSet(rows pgx.Rows, err error) (map[int64]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	set := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		set[id] = true
+	}
+	return set, rows.Err()
+}
+
+// retryDeadlock runs f again when PostgreSQL aborted it as a deadlock
+// victim or a serialization failure; the statement had no effect then.
+func retryDeadlock[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for attempt := 1; ; attempt++ {
+		v, err := f()
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == 5 || !errors.As(err, &pgErr) || (pgErr.Code != "40P01" && pgErr.Code != "40001") {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(time.Duration(attempt) * 5 * time.Millisecond):
+		}
+	}
+}

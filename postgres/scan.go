@@ -1,0 +1,58 @@
+package postgres
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// scanner is what pgx.Row, pgx.Rows and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads the 18 job columns every job-returning statement selects,
+// in the order of sql/get.sql.
+func scanJob(r scanner) (*readpast.Job, error) {
+	var (
+		j                     readpast.Job
+		payload, errs, result []byte
+		state                 string
+		group, token, worker  *string
+	)
+	err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
+		&j.RunAt, &group, &token, &j.LeaseExpiresAt, &worker, &j.CreatedAt, &j.StartedAt,
+		&j.FinishedAt, &errs, &result)
+	if err != nil {
+		return nil, err
+	}
+	j.State = readpast.JobState(state)
+	j.Payload = json.RawMessage(payload)
+	if len(result) > 0 {
+		j.Result = json.RawMessage(result)
+	}
+	j.Group = group
+	if token != nil {
+		j.Token = *token
+	}
+	if worker != nil {
+		j.Worker = *worker
+	}
+	j.Errors = []readpast.AttemptError{}
+	if len(errs) > 0 {
+		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)
+		}
+	}
+	j.RunAt = j.RunAt.UTC()
+	j.CreatedAt = j.CreatedAt.UTC()
+	for _, t := range []**time.Time{&j.LeaseExpiresAt, &j.StartedAt, &j.FinishedAt} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
+	}
+	return &j, nil
+}

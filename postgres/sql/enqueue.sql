@@ -1,0 +1,31 @@
+-- Enqueue a batch in one statement. Inputs are parallel arrays; rows come
+-- back in input order (ids are assigned in that order). Group rows are
+-- created as needed; ON CONFLICT DO NOTHING does not wait on claimers that
+-- hold an existing group row. $8 sends a NOTIFY, which PostgreSQL delivers
+-- when the caller's transaction commits and coalesces per transaction.
+WITH input AS (
+    SELECT *
+    FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[])
+        WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, ord)
+),
+new_groups AS (
+    INSERT INTO readpast_groups (group_key)
+    SELECT DISTINCT group_key FROM input WHERE group_key IS NOT NULL
+    ORDER BY group_key
+    ON CONFLICT (group_key) DO NOTHING
+),
+inserted AS (
+    INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key)
+    SELECT queue, kind, payload, priority, run_at, max_attempts, group_key
+    FROM input ORDER BY ord
+    RETURNING *
+),
+notified AS (
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input WHERE $8::bool LIMIT 1) n
+)
+SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
+       group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
+       NULL::timestamptz, errors, NULL::jsonb
+FROM inserted
+WHERE (SELECT count(*) FROM notified) >= 0
+ORDER BY id;

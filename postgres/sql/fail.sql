@@ -1,0 +1,54 @@
+-- Record failed attempts. Each job with a matching id, token and running
+-- state either goes back to pending at its retry time (attempts left, not
+-- discarded) or moves to history as failed. The attempt's error is appended
+-- to errors either way; group slots are freed. Returns the ids that changed.
+WITH input AS (
+    SELECT *
+    FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
+        AS t(id, token, message, stack, retry_at, discard)
+),
+target AS (
+    SELECT j.id, j.group_key,
+           (j.attempt < j.max_attempts AND NOT i.discard) AS retry,
+           coalesce(i.retry_at, now()) AS retry_at,
+           j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+               'attempt', j.attempt, 'at', now(), 'message', i.message,
+               'stack', nullif(i.stack, ''), 'worker', j.worker))) AS errors
+    FROM readpast_jobs j JOIN input i ON j.id = i.id AND j.token = i.token
+    WHERE j.state = 'running'
+    FOR UPDATE OF j
+),
+retried AS (
+    UPDATE readpast_jobs j
+    SET state = 'pending', token = NULL, lease_expires_at = NULL, run_at = t.retry_at, errors = t.errors
+    FROM target t
+    WHERE j.id = t.id AND t.retry
+),
+dead AS (
+    DELETE FROM readpast_jobs j
+    USING target t
+    WHERE j.id = t.id AND NOT t.retry
+    RETURNING j.*, t.errors AS new_errors
+),
+moved AS (
+    INSERT INTO readpast_jobs_history
+        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
+         worker, group_key, created_at, started_at, finished_at, errors, result)
+    SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
+           worker, group_key, created_at, started_at, now(), new_errors, NULL
+    FROM dead
+),
+freed_counts AS (
+    SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key
+),
+locked AS (
+    SELECT g.group_key, c.n
+    FROM readpast_groups g JOIN freed_counts c USING (group_key)
+    ORDER BY g.group_key
+    FOR UPDATE OF g
+),
+freed AS (
+    UPDATE readpast_groups g SET running = g.running - l.n
+    FROM locked l WHERE g.group_key = l.group_key
+)
+SELECT id FROM target;

@@ -1,0 +1,183 @@
+// Package postgres is the PostgreSQL store of readpast, on pgx v5.
+//
+// Any number of workers on any number of hosts share one database. Claims
+// use FOR UPDATE SKIP LOCKED, so claimers never wait on each other; the
+// statements live in sql/*.sql beside this file, each with a comment on
+// what it locks and why.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/readpast/readpast"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Store is a readpast.Store on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool
+
+	// closeCtx ends the listener when the store closes.
+	closeCtx context.Context
+	close    context.CancelFunc
+
+	listenOnce sync.Once
+	hub        hub
+}
+
+var (
+	_ readpast.Store    = (*Store)(nil)
+	_ readpast.Notifier = (*Store)(nil)
+)
+
+// Open connects to the database at url (a postgres:// URL or key=value
+// DSN) with a pool the store owns and closes.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	s := New(pool)
+	s.ownPool = true
+	return s, nil
+}
+
+// New makes a store on the caller's pool, which Close leaves open. Jobs
+// enqueued with EnqueueTx must use a transaction of a connection to the
+// same database.
+func New(pool *pgxpool.Pool) *Store {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Store{pool: pool, closeCtx: ctx, close: cancel}
+}
+
+// Pool returns the store's connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close stops the listener and closes the pool if the store opened it.
+func (s *Store) Close() error {
+	s.close()
+	if s.ownPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %s: name must start with a version number", e.Name())
+		}
+		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrateLockKey serializes concurrent Migrate calls (an advisory lock id).
+const migrateLockKey = 0x72656164706173 // "readpas"
+
+const createSchemaTable = `CREATE TABLE IF NOT EXISTS readpast_schema (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// Migrate applies the embedded migrations not yet applied, in one
+// transaction, under an advisory lock so concurrent callers wait for each
+// other. It returns readpast.ErrSchemaTooNew, changing nothing, when the
+// database has a migration this code does not know.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLockKey)); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, createSchemaTable); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM readpast_schema").Scan(&current); err != nil {
+			return fmt.Errorf("migrate: read version: %w", err)
+		}
+		if latest := ms[len(ms)-1].version; current > latest {
+			return fmt.Errorf("migrate: database at version %d, this readpast knows %d: %w", current, latest, readpast.ErrSchemaTooNew)
+		}
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO readpast_schema (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
+				return fmt.Errorf("migrate: record %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion reports the database's schema version (0 before the first
+// migration) and the latest version this code knows.
+func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err error) {
+	ms, err := migrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	latest = ms[len(ms)-1].version
+	err = s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM readpast_schema").Scan(&current)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return 0, latest, nil
+	}
+	if err != nil {
+		return 0, latest, fmt.Errorf("read schema version: %w", err)
+	}
+	return current, latest, nil
+}

@@ -1,0 +1,368 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// event is one operation in a run's history, as the worker saw it. The
+// times are the worker's: invoked before the call, returned after it.
+type event struct {
+	op       string // "claim", "complete", "fail"
+	id       int64
+	token    string
+	worker   int
+	group    string
+	invoked  time.Time
+	returned time.Time
+	lease    time.Duration // claim only
+	accepted bool          // complete/fail: the store took it
+}
+
+// recorder keeps one history per worker (no locking on the hot path).
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *recorder) add(evs []event) {
+	r.mu.Lock()
+	r.events = append(r.events, evs...)
+	r.mu.Unlock()
+}
+
+// checkHistory verifies the invariants over a whole run:
+//   - every claim token is unique;
+//   - no job is held by two claims at once while a lease is valid: a claim
+//     is valid from when it returned until the earlier of (claim invoked +
+//     lease) and the invocation of its own accepted complete/fail; the next
+//     claim of the job must return after that;
+//   - every job has exactly one accepted completion, with the token of its
+//     last claim, and ends succeeded.
+func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []event) (claims, stale int) {
+	t.Helper()
+	type claimRec struct {
+		event
+		end time.Time // end of the conservative validity window
+	}
+	byToken := map[string]*claimRec{}
+	perJob := map[int64][]*claimRec{}
+	for _, e := range evs {
+		if e.op != "claim" {
+			continue
+		}
+		claims++
+		if byToken[e.token] != nil {
+			t.Errorf("token %s handed out twice", e.token)
+			continue
+		}
+		c := &claimRec{event: e, end: e.invoked.Add(e.lease)}
+		byToken[e.token] = c
+		perJob[e.id] = append(perJob[e.id], c)
+	}
+	accepted := map[int64][]event{}
+	for _, e := range evs {
+		if e.op == "claim" {
+			continue
+		}
+		c := byToken[e.token]
+		if c == nil {
+			t.Errorf("%s of job %d with a token never claimed", e.op, e.id)
+			continue
+		}
+		if !e.accepted {
+			stale++
+			continue
+		}
+		if e.invoked.Before(c.end) {
+			c.end = e.invoked
+		}
+		if e.op == "complete" {
+			accepted[e.id] = append(accepted[e.id], e)
+		}
+	}
+	for id, cs := range perJob {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].returned.Before(cs[j].returned) })
+		for i := 1; i < len(cs); i++ {
+			a, b := cs[i-1], cs[i]
+			if b.returned.Before(a.end) {
+				t.Errorf("job %d held twice: claim by worker %d valid until %v, claim by worker %d returned at %v",
+					id, a.worker, a.end.Format(time.StampMicro), b.worker, b.returned.Format(time.StampMicro))
+			}
+		}
+	}
+	for _, j := range jobs {
+		acc := accepted[j.ID]
+		if len(acc) != 1 {
+			t.Errorf("job %d: %d accepted completions, want exactly 1", j.ID, len(acc))
+			continue
+		}
+		cs := perJob[j.ID]
+		if last := cs[len(cs)-1]; last.token != acc[0].token {
+			t.Errorf("job %d completed by claim %s, but its last claim was %s", j.ID, acc[0].token, last.token)
+		}
+	}
+	// The store agrees: every job succeeded.
+	ctx := context.Background()
+	for _, j := range jobs {
+		g, err := s.Get(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.State != readpast.StateSucceeded {
+			t.Errorf("job %d ended %s, want succeeded", j.ID, g.State)
+		}
+	}
+	return claims, stale
+}
+
+// enqueueMany enqueues jobs in batches of 1000.
+func enqueueMany(t *testing.T, s readpast.Store, ps []readpast.EnqueueParams) []*readpast.Job {
+	t.Helper()
+	var out []*readpast.Job
+	for len(ps) > 0 {
+		n := min(1000, len(ps))
+		out = append(out, enqueue(t, s, ps[:n]...)...)
+		ps = ps[n:]
+	}
+	return out
+}
+
+// testConcurrentExactlyOnce is guarantee 1: Claimers goroutines drain the
+// queue; some workers are too slow for their lease, so their jobs are
+// rescued and re-claimed while they still run, and their late completions
+// must be refused. Some attempts fail and are retried.
+func testConcurrentExactlyOnce(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ps := make([]readpast.EnqueueParams, h.StressJobs)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", MaxAttempts: 1000, Priority: i % 3}
+	}
+	jobs := enqueueMany(t, s, ps)
+	n := int64(len(jobs))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	go readpast.RunRescuer(ctx, s, 20*time.Millisecond, discardLogger())
+
+	var done atomic.Int64
+	var rec recorder
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range h.Claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			slow := w%8 == 7 // this worker often outlives its leases
+			var evs []event
+			defer func() { rec.add(evs) }()
+			for done.Load() < n && ctx.Err() == nil {
+				lease := 10 * time.Second
+				if slow {
+					lease = 30 * time.Millisecond
+				}
+				inv := time.Now()
+				got, err := s.Claim(ctx, readpast.ClaimParams{Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(16), Lease: lease})
+				ret := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("claim: %v", err)
+					}
+					return
+				}
+				if len(got) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				for _, j := range got {
+					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, invoked: inv, returned: ret, lease: lease})
+				}
+				if slow && rng.IntN(2) == 0 {
+					time.Sleep(lease + 30*time.Millisecond)
+				}
+				var cs []readpast.Completion
+				for _, j := range got {
+					if rng.IntN(20) == 0 { // a failed attempt, retried at once
+						inv := time.Now()
+						errs, err := s.Fail(ctx, []readpast.Failure{{ID: j.ID, Token: j.Token, Message: "flaky"}})
+						if err != nil {
+							t.Errorf("fail: %v", err)
+							return
+						}
+						evs = append(evs, event{op: "fail", id: j.ID, token: j.Token, worker: w, invoked: inv, returned: time.Now(), accepted: errs[0] == nil})
+						continue
+					}
+					cs = append(cs, readpast.Completion{ID: j.ID, Token: j.Token})
+				}
+				if len(cs) == 0 {
+					continue
+				}
+				inv = time.Now()
+				errs, err := s.Complete(ctx, cs)
+				ret = time.Now()
+				if err != nil {
+					t.Errorf("complete: %v", err)
+					return
+				}
+				for i, c := range cs {
+					ok := errs[i] == nil
+					if !ok && !errors.Is(errs[i], readpast.ErrStaleToken) {
+						t.Errorf("complete job %d: %v", c.ID, errs[i])
+					}
+					if ok {
+						done.Add(1)
+					}
+					evs = append(evs, event{op: "complete", id: c.ID, token: c.Token, worker: w, invoked: inv, returned: ret, accepted: ok})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("run did not finish: %d of %d jobs completed", done.Load(), n)
+	}
+	claims, stale := checkHistory(t, s, jobs, rec.events)
+	t.Logf("%d jobs, %d claimers: %d claims, %d stale writes refused, %.0f jobs/s", n, h.Claimers, claims, stale, float64(n)/elapsed.Seconds())
+	if stale == 0 {
+		t.Errorf("no stale write happened: the slow workers did not exercise fencing")
+	}
+	if int64(claims) == n {
+		t.Errorf("no job was claimed twice: lease expiry was not exercised")
+	}
+}
+
+// testConcurrentGroups is guarantee 5: many groups, many claimers. No two
+// jobs of a group run at once, each group runs oldest first, and ungrouped
+// jobs flow alongside.
+func testConcurrentGroups(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	const groups = 40
+	ps := make([]readpast.EnqueueParams, h.StressJobs)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k"}
+		if i%4 != 0 {
+			ps[i].Group = fmt.Sprint("g", (i/4)%groups)
+		}
+	}
+	jobs := enqueueMany(t, s, ps)
+	n := int64(len(jobs))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	var done atomic.Int64
+	var rec recorder
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range h.Claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			var evs []event
+			defer func() { rec.add(evs) }()
+			for done.Load() < n && ctx.Err() == nil {
+				inv := time.Now()
+				got, err := s.Claim(ctx, readpast.ClaimParams{Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(8), Lease: time.Minute})
+				ret := time.Now()
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("claim: %v", err)
+					}
+					return
+				}
+				if len(got) == 0 {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				for _, j := range got {
+					g := ""
+					if j.Group != nil {
+						g = *j.Group
+					}
+					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, invoked: inv, returned: ret, lease: time.Minute})
+				}
+				if rng.IntN(4) == 0 {
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // work
+				}
+				cs := make([]readpast.Completion, len(got))
+				for i, j := range got {
+					cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+				}
+				inv = time.Now()
+				errs, err := s.Complete(ctx, cs)
+				if err != nil {
+					t.Errorf("complete: %v", err)
+					return
+				}
+				for i, c := range cs {
+					if errs[i] != nil {
+						t.Errorf("complete job %d: %v", c.ID, errs[i])
+						continue
+					}
+					done.Add(1)
+					evs = append(evs, event{op: "complete", id: c.ID, token: c.Token, worker: w, invoked: inv, returned: time.Now(), accepted: true})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("run did not finish: %d of %d jobs completed", done.Load(), n)
+	}
+	checkHistory(t, s, jobs, rec.events)
+
+	// Per group: executions [claim returned, complete invoked] must not
+	// overlap, and must start in id order (all share priority and run_at).
+	type run struct {
+		id         int64
+		start, end time.Time
+	}
+	ends := map[string]time.Time{}
+	for _, e := range rec.events {
+		if e.op == "complete" {
+			ends[e.token] = e.invoked
+		}
+	}
+	perGroup := map[string][]run{}
+	for _, e := range rec.events {
+		if e.op == "claim" && e.group != "" {
+			perGroup[e.group] = append(perGroup[e.group], run{e.id, e.returned, ends[e.token]})
+		}
+	}
+	overlaps, inversions := 0, 0
+	for g, runs := range perGroup {
+		sort.Slice(runs, func(i, j int) bool { return runs[i].start.Before(runs[j].start) })
+		for i := 1; i < len(runs); i++ {
+			a, b := runs[i-1], runs[i]
+			if !b.start.After(a.end) {
+				overlaps++
+				t.Errorf("group %s: job %d started at %v while job %d ran until %v", g, b.id, b.start.Format(time.StampMicro), a.id, a.end.Format(time.StampMicro))
+			}
+			if b.id < a.id {
+				inversions++
+				t.Errorf("group %s: job %d ran before older job %d", g, a.id, b.id)
+			}
+		}
+	}
+	if len(perGroup) != groups {
+		t.Fatalf("%d groups ran, want %d", len(perGroup), groups)
+	}
+	t.Logf("%d jobs in %d groups + ungrouped, %d claimers: %d overlaps, %d FIFO inversions, %.0f jobs/s",
+		n, groups, h.Claimers, overlaps, inversions, float64(n)/elapsed.Seconds())
+}
