@@ -468,3 +468,19 @@ func retryDeadlock[T any](ctx context.Context, f func() (T, error)) (T, error) {
 		}
 	}
 }
+
+// ClaimTx runs the claim statement inside tx, whose locks on the claimed
+// rows and group rows then last until tx ends. Claims normally run on
+// their own (Store.Claim); this exists so tests can hold a claim's
+// transaction open and show that other claimers never wait on it.
+func ClaimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, claimSQL, pgx.QueryExecModeExec, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return collectJobs(rows)
+}

@@ -1,7 +1,8 @@
 -- Enqueue a batch in one statement. Inputs are parallel arrays; rows come
 -- back in input order (ids are assigned in that order). Group rows are
--- created as needed; ON CONFLICT DO NOTHING does not wait on claimers that
--- hold an existing group row. $8 sends a NOTIFY, which PostgreSQL delivers
+-- created as needed. Keys whose row already exists are filtered out before
+-- the INSERT: ON CONFLICT would wait on a claim that has bumped that row
+-- and not yet committed, and enqueue must never wait on claimers. $8 sends a NOTIFY, which PostgreSQL delivers
 -- when the caller's transaction commits and coalesces per transaction.
 WITH input AS (
     SELECT *
@@ -10,8 +11,10 @@ WITH input AS (
 ),
 new_groups AS (
     INSERT INTO readpast_groups (group_key)
-    SELECT DISTINCT group_key FROM input WHERE group_key IS NOT NULL
-    ORDER BY group_key
+    SELECT DISTINCT i.group_key FROM input i
+    WHERE i.group_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = i.group_key)
+    ORDER BY i.group_key
     ON CONFLICT (group_key) DO NOTHING
 ),
 inserted AS (

@@ -9,7 +9,9 @@ WITH old AS (
 ),
 new_groups AS (
     INSERT INTO readpast_groups (group_key)
-    SELECT group_key FROM old WHERE group_key IS NOT NULL
+    SELECT o.group_key FROM old o
+    WHERE o.group_key IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = o.group_key)
     ON CONFLICT (group_key) DO NOTHING
 ),
 revived AS (

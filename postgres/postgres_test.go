@@ -1,0 +1,340 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/postgres"
+)
+
+func ids(jobs []*readpast.Job) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// seed002 enqueues n jobs laid out as in seed 002: odd ids in groups "1"
+// and "3" (id mod 4) when grouped, even ids ungrouped.
+func seed002(t *testing.T, s *postgres.Store, grouped bool, n int) []*readpast.Job {
+	t.Helper()
+	ps := make([]readpast.EnqueueParams, n)
+	for i := range ps {
+		id := i + 1
+		ps[i] = readpast.EnqueueParams{Kind: "work"}
+		if grouped && id%2 == 1 {
+			ps[i].Group = fmt.Sprint(id % 4)
+		}
+	}
+	jobs, err := s.Enqueue(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// TestClaimNeverWaitsOnOpenTransaction is guarantee 2, the scenario of
+// seed 002: claimer A runs the claim statement in a transaction it keeps
+// open; claimer B must get a disjoint set at once, never blocking on A's
+// locks, with and without concurrency groups. Enqueue must not wait either.
+func TestClaimNeverWaitsOnOpenTransaction(t *testing.T) {
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprint("grouped=", grouped), func(t *testing.T) {
+			s := newStore(t)
+			defer s.Close()
+			ctx := context.Background()
+			n := 12
+			if grouped {
+				n = 24
+			}
+			jobs := seed002(t, s, grouped, n)
+			byID := map[int64]*readpast.Job{}
+			for _, j := range jobs {
+				byID[j.ID] = j
+			}
+
+			txA, err := s.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer txA.Rollback(ctx)
+			heldA, err := postgres.ClaimTx(ctx, txA, readpast.ClaimParams{Worker: "A", Limit: 6, Lease: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(heldA) != 6 {
+				t.Fatalf("A claimed %v, want 6 jobs", ids(heldA))
+			}
+
+			// B must not wait for A: a short deadline turns a wait into a failure.
+			bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			start := time.Now()
+			gotB, err := s.Claim(bctx, readpast.ClaimParams{Worker: "B", Limit: 6, Lease: time.Minute})
+			if err != nil {
+				t.Fatalf("B's claim blocked behind A's open transaction: %v after %v", err, time.Since(start))
+			}
+			if len(gotB) == 0 {
+				t.Fatal("B got nothing although unclaimed jobs were available")
+			}
+			held := map[int64]bool{}
+			busy := map[string]bool{}
+			for _, j := range heldA {
+				held[j.ID] = true
+				if j.Group != nil {
+					busy[*j.Group] = true
+				}
+			}
+			for _, j := range gotB {
+				if held[j.ID] {
+					t.Fatalf("job %d given to A and B", j.ID)
+				}
+				if j.Group != nil && busy[*j.Group] {
+					t.Fatalf("B got job %d of group %s, which A is running", j.ID, *j.Group)
+				}
+			}
+			want := []int64{jobs[6].ID, jobs[7].ID, jobs[8].ID, jobs[9].ID, jobs[10].ID, jobs[11].ID}
+			if grouped {
+				// A took 1 2 3 4 6 8 (5, 7, 9... wait for their groups). Its
+				// statement also examined 10 and 12, the ungrouped candidates
+				// the two group heads displaced; they stay locked while A's
+				// transaction is open, so B skips them and takes the next
+				// six ungrouped jobs without waiting.
+				want = []int64{jobs[13].ID, jobs[15].ID, jobs[17].ID, jobs[19].ID, jobs[21].ID, jobs[23].ID}
+			}
+			if fmt.Sprint(ids(gotB)) != fmt.Sprint(want) {
+				t.Fatalf("B claimed %v, want %v", ids(gotB), want)
+			}
+
+			// Enqueue into a group A holds, and a third claim, do not wait either.
+			if _, err := s.Enqueue(bctx, []readpast.EnqueueParams{{Kind: "work", Group: "1"}}); err != nil {
+				t.Fatalf("enqueue waited on A: %v", err)
+			}
+			if _, err := s.Claim(bctx, readpast.ClaimParams{Worker: "C", Limit: 6, Lease: time.Minute}); err != nil {
+				t.Fatalf("C's claim waited on A: %v", err)
+			}
+			// A's transaction was open all along.
+			if err := txA.QueryRow(ctx, "SELECT 1").Scan(new(int)); err != nil {
+				t.Fatalf("A's transaction is no longer open: %v", err)
+			}
+		})
+	}
+}
+
+func TestEnqueueTx(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	ctx := context.Background()
+	// A second store stands for another process, woken by NOTIFY.
+	other, err := postgres.Open(ctx, s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	wake, err := other.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the listener connect
+	var listening int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN readpast' AND datname = current_database()").Scan(&listening); err != nil || listening != 1 {
+		t.Fatalf("listeners on this database: %d %v", listening, err)
+	}
+
+	if _, err := s.Pool().Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	var rolledBack int64
+	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (1)"); err != nil {
+			return err
+		}
+		jobs, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: "ship", Payload: []byte(`{"order":1}`)}})
+		if err != nil {
+			return err
+		}
+		rolledBack = jobs[0].ID
+		return errors.New("business rule failed")
+	})
+	if err == nil {
+		t.Fatal("want the transaction to roll back")
+	}
+	if _, err := s.Get(ctx, rolledBack); !errors.Is(err, readpast.ErrNotFound) {
+		t.Fatalf("job of a rolled-back transaction: %v", err)
+	}
+	drain(wake)
+	var committed int64
+	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (2)"); err != nil {
+			return err
+		}
+		jobs, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: "ship"}})
+		if err == nil {
+			committed = jobs[0].ID
+			select {
+			case <-wake:
+				return errors.New("woken before commit")
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, committed); err != nil {
+		t.Fatalf("job of a committed transaction: %v", err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(2 * time.Second):
+		t.Fatal("another process was not woken after the commit")
+	}
+}
+
+func drain(c <-chan struct{}) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+func TestCompleteTx(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, "CREATE TABLE effects (job bigint PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 1, Lease: time.Minute})
+	if err != nil || len(c) != 1 {
+		t.Fatal(c, err)
+	}
+	j := c[0]
+	work := func(commit bool) error {
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1)", j.ID); err != nil {
+			return err
+		}
+		if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token, Result: []byte(`"ok"`)}); err != nil {
+			return err
+		}
+		if commit {
+			return tx.Commit(ctx)
+		}
+		return nil
+	}
+	if err := work(false); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Get(ctx, j.ID); g.State != readpast.StateRunning || g.Token != j.Token {
+		t.Fatalf("rolled-back completion changed the job: %+v", g)
+	}
+	if err := work(true); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Get(ctx, j.ID); g.State != readpast.StateSucceeded {
+		t.Fatalf("committed completion: state %s", g.State)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM effects").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("effects: %d %v", n, err)
+	}
+	// With the claim gone, a completion in a transaction is refused.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: j.ID, Token: "00000000-0000-0000-0000-000000000000"}); !errors.Is(err, readpast.ErrStaleToken) {
+		t.Fatalf("stale CompleteTx: %v", err)
+	}
+}
+
+func TestDatabaseSQLTx(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	ctx := context.Background()
+	db, err := sql.Open("pgx", s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: "g", Payload: []byte(`{"a":[1,2]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, jobs[0].ID); !errors.Is(err, readpast.ErrNotFound) {
+		t.Fatalf("visible before commit: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 1, Lease: time.Minute})
+	if err != nil || len(c) != 1 || c[0].ID != jobs[0].ID {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	tx, err = db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[0].ID, Token: c[0].Token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Get(ctx, c[0].ID); g.State != readpast.StateSucceeded {
+		t.Fatalf("state %s", g.State)
+	}
+}
+
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("second migrate: %v", err)
+	}
+	if _, err := s.Pool().Exec(ctx, "INSERT INTO readpast_schema (version, name) VALUES (999, 'future')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); !errors.Is(err, readpast.ErrSchemaTooNew) {
+		t.Fatalf("migrate a newer database: %v", err)
+	}
+	cur, latest, err := s.SchemaVersion(ctx)
+	if err != nil || cur != 999 || latest >= 999 {
+		t.Fatalf("schema version %d/%d %v", cur, latest, err)
+	}
+}

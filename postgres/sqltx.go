@@ -1,0 +1,71 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/readpast/readpast"
+)
+
+// EnqueueSQLTx is EnqueueTx for database/sql users. The *sql.DB must use
+// pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib), which passes
+// the statement's array parameters through.
+func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	args, err := enqueueArgs(jobs, true)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, enqueueSQL, args...)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	defer rows.Close()
+	var out []*readpast.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return out, nil
+}
+
+// CompleteSQLTx is CompleteTx for database/sql users (pgx's stdlib driver).
+func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Completion) error {
+	var result *string
+	if len(c.Result) > 0 {
+		if !json.Valid(c.Result) {
+			return &readpast.FieldError{Field: "result", Message: "not valid JSON"}
+		}
+		r := string(c.Result)
+		result = &r
+	}
+	uuids, errs := parseTokens([]string{c.Token})
+	if errs[0] != nil {
+		return s.staleOrMissing(ctx, c.ID)
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, uuids, []*string{result}).Scan(&id)
+	if err == sql.ErrNoRows {
+		// Explain from outside the caller's transaction: the job's state
+		// as others committed it.
+		done := map[int64]bool{}
+		if err := explain(ctx, s.pool, []int64{c.ID}, []string{c.Token}, done, errs, true); err != nil {
+			return fmt.Errorf("complete: %w", err)
+		}
+		return errs[0]
+	}
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	return nil
+}
