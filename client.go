@@ -1,0 +1,275 @@
+package readpast
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultLease        = 30 * time.Second
+	DefaultPollInterval = time.Second
+	DefaultMaxWorkers   = 100
+	DefaultFetchLimit   = 1000
+)
+
+// QueueConfig configures the workers of one queue.
+type QueueConfig struct {
+	// MaxWorkers is how many of the queue's jobs run at once in this
+	// client. Defaults to DefaultMaxWorkers.
+	MaxWorkers int
+	// FetchLimit caps the jobs claimed in one statement. Defaults to
+	// DefaultFetchLimit.
+	FetchLimit int
+}
+
+// Config configures a Client. Zero fields take the defaults named.
+type Config struct {
+	// Logger defaults to one that discards.
+	Logger *slog.Logger
+	// WorkerID names this client in claims. Defaults to host-pid-random.
+	WorkerID string
+	// Queues to work, by name. Defaults to {DefaultQueue: {}}. Leave it
+	// empty and set Workers nil for an enqueue-only client.
+	Queues map[string]QueueConfig
+	// Workers handles the kinds this client runs. Required to Start.
+	Workers *Workers
+	// Lease of each claim. Handlers' leases are extended automatically
+	// every Lease/3 while they run. Defaults to DefaultLease.
+	Lease time.Duration
+	// PollInterval is the longest a worker waits before looking for jobs
+	// when no wake-up arrives. Defaults to DefaultPollInterval.
+	PollInterval time.Duration
+	// RescueInterval is how often expired leases are ended. Defaults to
+	// DefaultRescueInterval; negative disables the rescuer (another
+	// process must run one).
+	RescueInterval time.Duration
+	// RetryPolicy defaults to DefaultRetryPolicy.
+	RetryPolicy RetryPolicy
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		c.WorkerID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if c.Queues == nil && c.Workers != nil {
+		c.Queues = map[string]QueueConfig{DefaultQueue: {}}
+	}
+	qs := make(map[string]QueueConfig, len(c.Queues))
+	for name, q := range c.Queues {
+		q.MaxWorkers = cmp.Or(q.MaxWorkers, DefaultMaxWorkers)
+		q.FetchLimit = cmp.Or(q.FetchLimit, DefaultFetchLimit)
+		qs[name] = q
+	}
+	c.Queues = qs
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
+	if c.RetryPolicy == nil {
+		c.RetryPolicy = DefaultRetryPolicy
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	for name, q := range c.Queues {
+		if err := checkName("Queues", name, true); err != nil {
+			return err
+		}
+		if q.MaxWorkers < 1 || q.MaxWorkers > MaxClaimLimit {
+			return invalid("Queues["+name+"].MaxWorkers", "must be between 1 and %d", MaxClaimLimit)
+		}
+		if q.FetchLimit < 1 || q.FetchLimit > MaxClaimLimit {
+			return invalid("Queues["+name+"].FetchLimit", "must be between 1 and %d", MaxClaimLimit)
+		}
+	}
+	if err := checkName("WorkerID", c.WorkerID, true); err != nil {
+		return err
+	}
+	if c.Lease < 100*time.Millisecond || c.Lease > MaxLease {
+		return invalid("Lease", "must be between 100ms and %s", MaxLease)
+	}
+	if c.PollInterval < time.Millisecond {
+		return invalid("PollInterval", "must be at least 1ms")
+	}
+	return nil
+}
+
+// Client enqueues jobs and, once started, works them with a pool per queue.
+type Client struct {
+	store Store
+	cfg   Config
+	log   *slog.Logger
+
+	mu      sync.Mutex // protects the fields below
+	started bool
+	stopped bool
+	stop    context.CancelFunc // stops claiming, rescuing and wake-ups
+	abort   context.CancelCauseFunc
+	wg      sync.WaitGroup // producers and the rescuer
+	jobs    sync.WaitGroup // running handlers
+	done    *completer
+}
+
+// NewClient makes a client on store. It validates cfg and changes nothing
+// in the store.
+func NewClient(store Store, cfg Config) (*Client, error) {
+	if store == nil {
+		return nil, invalid("store", "is nil")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Client{store: store, cfg: cfg, log: cfg.Logger.With(slog.String("worker", cfg.WorkerID))}, nil
+}
+
+// Store returns the client's store.
+func (c *Client) Store() Store { return c.store }
+
+// WorkerID returns the name this client claims under.
+func (c *Client) WorkerID() string { return c.cfg.WorkerID }
+
+// Enqueue adds jobs, all or none, in one round trip.
+func (c *Client) Enqueue(ctx context.Context, jobs ...EnqueueParams) ([]*Job, error) {
+	return c.store.Enqueue(ctx, jobs)
+}
+
+// Start begins claiming and working jobs of the configured queues until
+// Stop. ctx bounds only the start itself.
+func (c *Client) Start(ctx context.Context) error {
+	if c.cfg.Workers == nil || len(c.cfg.Workers.handlers) == 0 {
+		return invalid("Workers", "no handlers registered")
+	}
+	if len(c.cfg.Queues) == 0 {
+		return invalid("Queues", "no queues to work")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("readpast: client already started")
+	}
+	c.started = true
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	c.stop, c.abort = stop, abort
+	c.done = newCompleter(c.store, c.log)
+	c.done.start()
+	var wake <-chan struct{}
+	if n, ok := c.store.(Notifier); ok {
+		ch, err := n.Subscribe(runCtx)
+		if err != nil {
+			c.log.WarnContext(ctx, "no wake-ups, polling only", slog.Any("error", err))
+		} else {
+			wake = ch
+		}
+	}
+	fan := newFanout(wake, len(c.cfg.Queues))
+	for name, q := range c.cfg.Queues {
+		p := &producer{client: c, queue: name, cfg: q, wake: fan.out(), workCtx: workCtx}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			p.run(runCtx)
+		}()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fan.run(runCtx)
+	}()
+	if c.cfg.RescueInterval > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			RunRescuer(runCtx, c.store, c.cfg.RescueInterval, c.log)
+		}()
+	}
+	c.log.InfoContext(ctx, "client started", slog.Int("queues", len(c.cfg.Queues)))
+	return nil
+}
+
+// Stop shuts down gracefully: it stops claiming, waits for running
+// handlers until ctx ends, then cancels the rest (their ctx's cause is
+// ErrShutdown) and releases their jobs for other workers, and finally
+// writes the outstanding completions. It returns ctx's error if handlers
+// had to be cancelled.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if !c.started || c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	c.mu.Unlock()
+
+	c.stop()
+	c.wg.Wait() // no new claims from here on
+	idle := make(chan struct{})
+	go func() { c.jobs.Wait(); close(idle) }()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+		c.abort(ErrShutdown)
+		<-idle
+	}
+	c.abort(ErrShutdown)
+	c.done.close()
+	c.log.InfoContext(ctx, "client stopped")
+	return err
+}
+
+// fanout copies one wake-up channel to each producer.
+type fanout struct {
+	in   <-chan struct{}
+	outs []chan struct{}
+}
+
+func newFanout(in <-chan struct{}, n int) *fanout {
+	return &fanout{in: in, outs: make([]chan struct{}, 0, n)}
+}
+
+func (f *fanout) out() <-chan struct{} {
+	c := make(chan struct{}, 1)
+	f.outs = append(f.outs, c)
+	return c
+}
+
+func (f *fanout) run(ctx context.Context) {
+	if f.in == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-f.in:
+			if !ok {
+				return
+			}
+			for _, c := range f.outs {
+				select {
+				case c <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}

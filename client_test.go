@@ -1,0 +1,322 @@
+package readpast_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/postgres"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func newPGStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func startClient(t *testing.T, s readpast.Store, cfg readpast.Config) *readpast.Client {
+	t.Helper()
+	c, err := readpast.NewClient(s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Stop(ctx)
+	})
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func stateOf(t *testing.T, s readpast.Store, id int64) *readpast.Job {
+	t.Helper()
+	j, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func TestClientWorksEveryJobOnce(t *testing.T) {
+	s := newPGStore(t)
+	const n = 3000
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	w := readpast.NewWorkers()
+	type addArgs struct{ A, B int }
+	readpast.HandleTyped(w, "add", func(ctx context.Context, job *readpast.Job, args addArgs) (any, error) {
+		mu.Lock()
+		runs[job.ID]++
+		mu.Unlock()
+		return map[string]int{"sum": args.A + args.B}, nil
+	}, nil)
+	ps := make([]readpast.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "add", Payload: json.RawMessage(fmt.Sprintf(`{"A":%d,"B":1}`, i)), Queue: []string{"q1", "q2"}[i%2]}
+	}
+	c := startClient(t, s, readpast.Config{
+		Workers: w,
+		Queues:  map[string]readpast.QueueConfig{"q1": {MaxWorkers: 20}, "q2": {MaxWorkers: 5, FetchLimit: 3}},
+	})
+	jobs, err := c.Enqueue(context.Background(), ps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "all jobs to succeed", func() bool {
+		st, err := s.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok int64
+		for _, x := range st {
+			if x.State == readpast.StateSucceeded {
+				ok += x.Count
+			}
+		}
+		return ok == n
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, j := range jobs {
+		if runs[j.ID] != 1 {
+			t.Fatalf("job %d ran %d times", j.ID, runs[j.ID])
+		}
+	}
+	j := stateOf(t, s, jobs[7].ID)
+	if string(j.Result) != `{"sum": 8}` || j.Worker != c.WorkerID() {
+		t.Fatalf("result %s by %q", j.Result, j.Worker)
+	}
+}
+
+func TestClientRetriesPanicsAndPermanentErrors(t *testing.T) {
+	s := newPGStore(t)
+	var flakyRuns atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("flaky", func(ctx context.Context, job *readpast.Job) (any, error) {
+		if flakyRuns.Add(1) < 3 {
+			return nil, errors.New("try again")
+		}
+		return "done", nil
+	}, &readpast.HandlerOptions{RetryPolicy: func(int) time.Duration { return 50 * time.Millisecond }})
+	w.Handle("panics", func(ctx context.Context, job *readpast.Job) (any, error) {
+		panic("kaboom")
+	}, nil)
+	w.Handle("fatal", func(ctx context.Context, job *readpast.Job) (any, error) {
+		return nil, readpast.Permanent(errors.New("bad input"))
+	}, nil)
+	type args struct{ N int }
+	readpast.HandleTyped(w, "typed", func(ctx context.Context, job *readpast.Job, a args) (any, error) { return a.N, nil }, nil)
+	c := startClient(t, s, readpast.Config{Workers: w, PollInterval: 20 * time.Millisecond})
+	jobs, err := c.Enqueue(context.Background(),
+		readpast.EnqueueParams{Kind: "flaky", MaxAttempts: 5},
+		readpast.EnqueueParams{Kind: "panics", MaxAttempts: 1},
+		readpast.EnqueueParams{Kind: "fatal", MaxAttempts: 5},
+		readpast.EnqueueParams{Kind: "typed", Payload: json.RawMessage(`{"N":"not a number"}`)},
+		readpast.EnqueueParams{Kind: "nobody-handles-this", MaxAttempts: 1},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := func(id int64) func() bool {
+		return func() bool { return stateOf(t, s, id).State.Final() }
+	}
+	for _, j := range jobs {
+		waitFor(t, 10*time.Second, fmt.Sprintf("job %d (%s) to finish", j.ID, j.Kind), final(j.ID))
+	}
+	flaky := stateOf(t, s, jobs[0].ID)
+	if flaky.State != readpast.StateSucceeded || flaky.Attempt != 3 || len(flaky.Errors) != 2 || flaky.Errors[0].Message != "try again" {
+		t.Fatalf("flaky: %+v", flaky)
+	}
+	p := stateOf(t, s, jobs[1].ID)
+	if p.State != readpast.StateFailed || len(p.Errors) != 1 || !strings.Contains(p.Errors[0].Message, "kaboom") || !strings.Contains(p.Errors[0].Stack, "client_test.go") {
+		t.Fatalf("panic not recorded with its stack: %+v", p.Errors)
+	}
+	for _, j := range jobs[2:] {
+		if f := stateOf(t, s, j.ID); f.State != readpast.StateFailed || f.Attempt != 1 {
+			t.Fatalf("%s: want failed for good after one attempt, got %s after %d", j.Kind, f.State, f.Attempt)
+		}
+	}
+}
+
+func TestClientHeartbeatsLongJobs(t *testing.T) {
+	s := newPGStore(t)
+	w := readpast.NewWorkers()
+	w.Handle("slow", func(ctx context.Context, job *readpast.Job) (any, error) {
+		select {
+		case <-time.After(1500 * time.Millisecond): // five leases
+			return nil, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}, nil)
+	c := startClient(t, s, readpast.Config{Workers: w, Lease: 300 * time.Millisecond, RescueInterval: 50 * time.Millisecond})
+	jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "slow job to finish", func() bool { return stateOf(t, s, jobs[0].ID).State.Final() })
+	if j := stateOf(t, s, jobs[0].ID); j.State != readpast.StateSucceeded || j.Attempt != 1 {
+		t.Fatalf("heartbeated job: %s after %d attempts, errors %+v", j.State, j.Attempt, j.Errors)
+	}
+}
+
+func TestClientCancelsHandlerWhenLeaseLost(t *testing.T) {
+	s := newPGStore(t)
+	started := make(chan int64, 1)
+	cause := make(chan error, 1)
+	w := readpast.NewWorkers()
+	w.Handle("victim", func(ctx context.Context, job *readpast.Job) (any, error) {
+		started <- job.ID
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}, nil)
+	c := startClient(t, s, readpast.Config{Workers: w, Lease: 300 * time.Millisecond})
+	if _, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "victim"}); err != nil {
+		t.Fatal(err)
+	}
+	id := <-started
+	if _, err := s.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, readpast.ErrLeaseLost) {
+			t.Fatalf("handler ctx cause %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("handler kept running after its claim was cancelled")
+	}
+	if j := stateOf(t, s, id); j.State != readpast.StateCancelled {
+		t.Fatalf("state %s", j.State)
+	}
+}
+
+func TestClientGracefulStopReleasesUnfinished(t *testing.T) {
+	s := newPGStore(t)
+	started := make(chan struct{}, 10)
+	w := readpast.NewWorkers()
+	w.Handle("quick", func(ctx context.Context, job *readpast.Job) (any, error) {
+		time.Sleep(100 * time.Millisecond)
+		return nil, nil
+	}, nil)
+	w.Handle("stuck", func(ctx context.Context, job *readpast.Job) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "quick"}, readpast.EnqueueParams{Kind: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop: %v, want the deadline error", err)
+	}
+	if j := stateOf(t, s, jobs[0].ID); j.State != readpast.StateSucceeded {
+		t.Fatalf("quick job was not allowed to finish: %s", j.State)
+	}
+	if j := stateOf(t, s, jobs[1].ID); j.State != readpast.StatePending || j.Attempt != 0 {
+		t.Fatalf("stuck job not released: %s attempt %d", j.State, j.Attempt)
+	}
+	if _, err := s.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "quick"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st, _ := s.Claim(context.Background(), readpast.ClaimParams{Worker: "x", Limit: 10, Lease: time.Second}); len(st) != 2 {
+		t.Fatalf("a stopped client kept claiming: %d jobs left", len(st))
+	}
+}
+
+func TestClientWakesOnEnqueue(t *testing.T) {
+	s := newPGStore(t)
+	ran := make(chan time.Time, 1)
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		ran <- time.Now()
+		return nil, nil
+	}, nil)
+	// Polling alone would take a minute: only a wake-up explains a fast start.
+	startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute})
+	time.Sleep(300 * time.Millisecond) // idle, listener connected
+	// Enqueue through a second store on the same database, as another process would.
+	other, err := postgres.Open(context.Background(), s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	enq := time.Now()
+	if _, err := other.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-ran:
+		t.Logf("enqueue to start: %v", at.Sub(enq))
+	case <-time.After(5 * time.Second):
+		t.Fatal("worker not woken by an enqueue in another process")
+	}
+}
+
+func TestNewClientRejectsBadConfig(t *testing.T) {
+	s := newPGStore(t)
+	for _, cfg := range []readpast.Config{
+		{Lease: time.Millisecond},
+		{Queues: map[string]readpast.QueueConfig{"bad name": {}}},
+		{Queues: map[string]readpast.QueueConfig{"q": {MaxWorkers: -1}}},
+		{PollInterval: -time.Second},
+	} {
+		if _, err := readpast.NewClient(s, cfg); !errors.Is(err, readpast.ErrInvalid) {
+			t.Fatalf("config %+v: %v", cfg, err)
+		}
+	}
+	c, err := readpast.NewClient(s, readpast.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); !errors.Is(err, readpast.ErrInvalid) {
+		t.Fatalf("start without workers: %v", err)
+	}
+}

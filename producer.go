@@ -1,0 +1,235 @@
+package readpast
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+)
+
+// producer claims jobs of one queue and runs each in its own goroutine,
+// never more than cfg.MaxWorkers at once.
+type producer struct {
+	client  *Client
+	queue   string
+	cfg     QueueConfig
+	wake    <-chan struct{}
+	workCtx context.Context // cancelled (cause ErrShutdown) when Stop gives up waiting
+
+	running  int           // owned by the run goroutine
+	finished chan struct{} // a handler of this producer returned
+}
+
+func (p *producer) run(ctx context.Context) {
+	c := p.client
+	p.finished = make(chan struct{}, p.cfg.MaxWorkers)
+	poll := time.NewTicker(c.cfg.PollInterval)
+	defer poll.Stop()
+	// Claim in batches: after handlers finish, wait until enough slots are
+	// free for a worthwhile claim unless the pool ran dry.
+	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/4)
+	more := true // the last claim may have left jobs behind
+	backoff := time.Duration(0)
+	for {
+		free := p.cfg.MaxWorkers - p.running
+		if more && free > 0 && (free >= batch || p.running == 0) {
+			n, err := p.claim(ctx, min(free, p.cfg.FetchLimit))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
+				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", backoff))
+				more = false
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff):
+					more = true
+				}
+				continue
+			case err == nil:
+				backoff = 0
+				more = n == min(free, p.cfg.FetchLimit)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+			more = true
+		case <-poll.C:
+			more = true
+		case <-p.finished:
+			p.running--
+			for drained := false; !drained; {
+				select {
+				case <-p.finished:
+					p.running--
+				default:
+					drained = true
+				}
+			}
+		}
+	}
+}
+
+func (p *producer) claim(ctx context.Context, limit int) (int, error) {
+	c := p.client
+	jobs, err := c.store.Claim(ctx, ClaimParams{Queues: []string{p.queue}, Worker: c.cfg.WorkerID, Limit: limit, Lease: c.cfg.Lease})
+	if err != nil {
+		return 0, err
+	}
+	for _, j := range jobs {
+		p.running++
+		c.jobs.Add(1)
+		go func() {
+			defer func() {
+				c.jobs.Done()
+				p.finished <- struct{}{}
+			}()
+			p.execute(j)
+		}()
+	}
+	return len(jobs), nil
+}
+
+// execute runs one claimed job and records its outcome.
+func (p *producer) execute(job *Job) {
+	c := p.client
+	log := c.log.With(slog.Int64("job_id", job.ID), slog.String("kind", job.Kind), slog.Int("attempt", job.Attempt))
+	h, ok := c.cfg.Workers.handlers[job.Kind]
+	if !ok {
+		p.fail(job, fmt.Errorf("no handler registered for kind %q", job.Kind), "", time.Now().Add(c.cfg.RetryPolicy(job.Attempt)), log)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(p.workCtx)
+	defer cancel(nil)
+	if h.opts.Timeout > 0 {
+		var stopTimeout context.CancelFunc
+		ctx, stopTimeout = context.WithTimeout(ctx, h.opts.Timeout)
+		defer stopTimeout()
+	}
+	stopBeat := p.heartbeat(ctx, job, cancel, log)
+	result, err := call(ctx, h.fn, job)
+	stopBeat()
+
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrLeaseLost):
+		log.Warn("lease lost while running; outcome discarded")
+		return
+	case errors.Is(cause, ErrShutdown):
+		if rerr := c.store.Release(context.Background(), job.ID, job.Token); rerr != nil && !errors.Is(rerr, ErrStaleToken) {
+			log.Warn("release on shutdown", slog.Any("error", rerr))
+		}
+		return
+	}
+	if err == nil {
+		raw, merr := marshalResult(result)
+		if merr != nil {
+			err = Permanent(merr)
+		} else {
+			c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw})
+			return
+		}
+	}
+	var stack string
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		stack = pe.Stack
+	}
+	retryAt := time.Time{}
+	var perm *permanentError
+	discard := errors.As(err, &perm)
+	if !discard {
+		policy := c.cfg.RetryPolicy
+		if h.opts.RetryPolicy != nil {
+			policy = h.opts.RetryPolicy
+		}
+		retryAt = time.Now().Add(policy(job.Attempt))
+	}
+	f := Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}
+	p.writeFailure(f, log)
+}
+
+func (p *producer) fail(job *Job, err error, stack string, retryAt time.Time, log *slog.Logger) {
+	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt}, log)
+}
+
+// writeFailure records a failed attempt, retrying store errors for a
+// while; if it never lands, the lease expires and the job is rescued.
+func (p *producer) writeFailure(f Failure, log *slog.Logger) {
+	log.Info("attempt failed", slog.String("error", f.Message))
+	for attempt := 1; ; attempt++ {
+		errs, err := p.client.store.Fail(context.Background(), []Failure{f})
+		if err == nil {
+			if errs[0] != nil {
+				log.Warn("failure not recorded", slog.Any("error", errs[0]))
+			}
+			return
+		}
+		if attempt == 5 {
+			log.Error("record failure; the lease will expire instead", slog.Any("error", err))
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+}
+
+// call runs fn, turning a panic into a *PanicError with the stack.
+func call(ctx context.Context, fn HandlerFunc, job *Job) (result any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: string(debug.Stack())}
+		}
+	}()
+	return fn(ctx, job)
+}
+
+func marshalResult(v any) (json.RawMessage, error) {
+	switch r := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, errors.New("handler result is not valid JSON")
+		}
+		return r, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("marshal handler result: %w", err)
+	}
+	return b, nil
+}
+
+// heartbeat extends the job's lease every Lease/3 until stopped. When the
+// claim is gone it cancels the handler with ErrLeaseLost.
+func (p *producer) heartbeat(ctx context.Context, job *Job, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+	lease := p.client.cfg.Lease
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := p.client.store.Extend(ctx, job.ID, job.Token, lease)
+			switch {
+			case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound):
+				cancel(ErrLeaseLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				log.Warn("extend lease", slog.Any("error", err))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
