@@ -98,8 +98,10 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if err != nil {
 		return nil, err
 	}
-	// QueryExecModeExec plans with the actual LIMIT every time; a cached
-	// generic plan for "LIMIT $3" can scan the whole table.
+	// QueryExecModeExec plans with the actual parameters every time (one
+	// round trip all the same). A cached generic plan knows neither the
+	// LIMIT nor the array sizes and can scan the whole table; the hot-path
+	// statements (claim, complete, fail, rescue) all run this way.
 	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeExec,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
 	if err != nil {
@@ -112,20 +114,22 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, nil
 }
 
-// parseTokens turns tokens into UUIDs; a malformed token can never be
+// parseTokens checks that tokens are UUIDs and returns them in canonical
+// form (the statements cast them to uuid). A malformed token can never be
 // current, so its entry is ErrStaleToken without asking the database.
-func parseTokens(tokens []string) ([]uuid.UUID, []error) {
-	ids := make([]uuid.UUID, len(tokens))
+func parseTokens(tokens []string) ([]string, []error) {
+	canon := make([]string, len(tokens))
 	errs := make([]error, len(tokens))
 	for i, t := range tokens {
 		u, err := uuid.Parse(t)
 		if err != nil {
 			errs[i] = readpast.ErrStaleToken
+			canon[i] = uuid.Nil.String()
 			continue
 		}
-		ids[i] = u
+		canon[i] = u.String()
 	}
-	return ids, errs
+	return canon, errs
 }
 
 // explain fills the entries of the writes that matched nothing: nil when
@@ -196,7 +200,7 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 		}
 	}
 	uuids, errs := parseTokens(tokens)
-	done, err := idSet(q.Query(ctx, completeSQL, ids, uuids, results))
+	done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeExec, ids, uuids, results))
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
@@ -245,7 +249,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	uuids, errs := parseTokens(tokens)
 	return retryDeadlock(ctx, func() ([]error, error) {
 		errs := append([]error(nil), errs...)
-		done, err := idSet(s.pool.Query(ctx, failSQL, ids, uuids, msgs, stacks, retryAt, discard))
+		done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeExec, ids, uuids, msgs, stacks, retryAt, discard))
 		if err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
 		}
@@ -399,7 +403,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	}
 	var n int
 	_, err := retryDeadlock(ctx, func() ([]error, error) {
-		return nil, s.pool.QueryRow(ctx, rescueSQL, limit).Scan(&n)
+		return nil, s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeExec, limit).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rescue: %w", err)

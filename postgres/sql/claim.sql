@@ -8,7 +8,9 @@
 --   concurrent claim committed a bump first, PostgreSQL re-checks the newest
 --   group row (running < max_running) and drops a group that is now full.
 -- claimed: the chosen rows become running; "state = 'pending'" is re-checked
---   on the newest row version, so a job is never claimed twice.
+--   on the newest row version, so a job is never claimed twice. The ids go
+--   through an array so the planner looks them up by primary key instead of
+--   hash-joining the whole live table.
 -- bumped: the group rows locked above count their new running jobs.
 WITH ungrouped AS (
     SELECT j.id, j.priority, j.run_at
@@ -50,8 +52,7 @@ claimed AS (
         worker = $2,
         started_at = now(),
         lease_expires_at = now() + $4::bigint * interval '1 microsecond'
-    FROM picked p
-    WHERE j.id = p.id AND j.state = 'pending'
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.state = 'pending'
     RETURNING j.*
 ),
 bumped AS (

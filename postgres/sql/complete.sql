@@ -5,19 +5,29 @@
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::jsonb[]) AS t(id, token, result)
 ),
+-- One primary-key lookup per input row (a join would let the planner scan
+-- every running job), locking the rows whose claim is current.
+target AS (
+    SELECT j.id, i.result
+    FROM input i
+    CROSS JOIN LATERAL (
+        SELECT id FROM readpast_jobs j
+        WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+        FOR UPDATE
+    ) j
+),
 done AS (
     DELETE FROM readpast_jobs j
-    USING input i
-    WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
-    RETURNING j.*, i.result
+    WHERE j.id = ANY (ARRAY(SELECT id FROM target))
+    RETURNING j.*
 ),
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
          worker, group_key, created_at, started_at, finished_at, errors, result)
-    SELECT id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), errors, result
-    FROM done
+    SELECT d.id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, token,
+           worker, group_key, created_at, started_at, now(), errors, t.result
+    FROM done d JOIN target t ON t.id = d.id
 ),
 freed_counts AS (
     SELECT group_key, count(*) AS n FROM done WHERE group_key IS NOT NULL GROUP BY group_key

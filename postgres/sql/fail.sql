@@ -7,6 +7,7 @@ WITH input AS (
     FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
         AS t(id, token, message, stack, retry_at, discard)
 ),
+-- One locked primary-key lookup per input row, as in complete.sql.
 target AS (
     SELECT j.id, j.group_key,
            (j.attempt < j.max_attempts AND NOT i.discard) AS retry,
@@ -14,9 +15,12 @@ target AS (
            j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
                'attempt', j.attempt, 'at', now(), 'message', i.message,
                'stack', nullif(i.stack, ''), 'worker', j.worker))) AS errors
-    FROM readpast_jobs j JOIN input i ON j.id = i.id AND j.token = i.token
-    WHERE j.state = 'running'
-    FOR UPDATE OF j
+    FROM input i
+    CROSS JOIN LATERAL (
+        SELECT id, group_key, attempt, max_attempts, errors, worker FROM readpast_jobs j
+        WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+        FOR UPDATE
+    ) j
 ),
 retried AS (
     UPDATE readpast_jobs j
