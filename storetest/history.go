@@ -26,6 +26,7 @@ type event struct {
 	token    string
 	worker   int
 	group    string
+	prio     int // claim only
 	invoked  time.Time
 	returned time.Time
 	lease    time.Duration // claim only
@@ -248,36 +249,65 @@ func testConcurrentExactlyOnce(t *testing.T, h Harness) {
 
 // testConcurrentGroups is guarantee 5: many groups, many claimers. No two
 // jobs of a group run at once, each group runs oldest first, and ungrouped
-// jobs flow alongside.
+// jobs flow alongside. Groups span two queues that claimers take in
+// different combinations, and while they claim, an enqueuer keeps adding
+// higher-priority jobs to busy groups: a new group head that a claimer with
+// an older snapshot cannot see is exactly when a group-free decision taken
+// on stale data would double-book the group.
 func testConcurrentGroups(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	const groups = 40
+	queues := []string{"qa", "qb"}
 	ps := make([]readpast.EnqueueParams, h.StressJobs)
 	for i := range ps {
-		ps[i] = readpast.EnqueueParams{Kind: "k"}
+		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: queues[i%2]}
 		if i%4 != 0 {
 			ps[i].Group = fmt.Sprint("g", (i/4)%groups)
 		}
 	}
 	jobs := enqueueMany(t, s, ps)
-	n := int64(len(jobs))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
+	// Late, urgent jobs, enqueued during the run.
+	lateN := h.StressJobs / 10
+	lateDone := make(chan []*readpast.Job, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(9, 9))
+		var late []*readpast.Job
+		defer func() { lateDone <- late }()
+		for len(late) < lateN && ctx.Err() == nil {
+			batch := make([]readpast.EnqueueParams, min(1+rng.IntN(4), lateN-len(late)))
+			for i := range batch {
+				batch[i] = readpast.EnqueueParams{Kind: "late", Queue: queues[rng.IntN(2)], Group: fmt.Sprint("g", rng.IntN(groups)), Priority: -1 - rng.IntN(5)}
+			}
+			got, err := s.Enqueue(ctx, batch)
+			if err != nil {
+				t.Errorf("late enqueue: %v", err)
+				return
+			}
+			late = append(late, got...)
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		}
+	}()
+
 	var done atomic.Int64
+	var lateAll atomic.Bool
 	var rec recorder
 	var wg sync.WaitGroup
 	start := time.Now()
+	total := func() int64 { return int64(len(jobs) + lateN) }
 	for w := range h.Claimers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			mine := [][]string{{"qa"}, {"qb"}, {"qa", "qb"}}[w%3]
 			var evs []event
 			defer func() { rec.add(evs) }()
-			for done.Load() < n && ctx.Err() == nil {
+			for (done.Load() < total() || !lateAll.Load()) && ctx.Err() == nil {
 				inv := time.Now()
-				got, err := s.Claim(ctx, readpast.ClaimParams{Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(8), Lease: time.Minute})
+				got, err := s.Claim(ctx, readpast.ClaimParams{Queues: mine, Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(8), Lease: time.Minute})
 				ret := time.Now()
 				if err != nil {
 					if ctx.Err() == nil {
@@ -294,7 +324,7 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 					if j.Group != nil {
 						g = *j.Group
 					}
-					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, invoked: inv, returned: ret, lease: time.Minute})
+					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: time.Minute})
 				}
 				if rng.IntN(4) == 0 {
 					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // work
@@ -320,17 +350,21 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 			}
 		}()
 	}
+	late := <-lateDone
+	lateAll.Store(true)
 	wg.Wait()
 	elapsed := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("run did not finish: %d of %d jobs completed", done.Load(), n)
+	if ctx.Err() != nil || len(late) != lateN {
+		t.Fatalf("run did not finish: %d of %d jobs completed, %d of %d late jobs enqueued", done.Load(), total(), len(late), lateN)
 	}
-	checkHistory(t, s, jobs, rec.events)
+	checkHistory(t, s, append(jobs, late...), rec.events)
 
 	// Per group: executions [claim returned, complete invoked] must not
-	// overlap, and must start in id order (all share priority and run_at).
+	// overlap. The jobs enqueued up front share priority 0 and start in id
+	// order (late jobs may overtake them, but never reorder them).
 	type run struct {
 		id         int64
+		prio       int
 		start, end time.Time
 	}
 	ends := map[string]time.Time{}
@@ -342,27 +376,32 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 	perGroup := map[string][]run{}
 	for _, e := range rec.events {
 		if e.op == "claim" && e.group != "" {
-			perGroup[e.group] = append(perGroup[e.group], run{e.id, e.returned, ends[e.token]})
+			perGroup[e.group] = append(perGroup[e.group], run{e.id, e.prio, e.returned, ends[e.token]})
 		}
 	}
 	overlaps, inversions := 0, 0
 	for g, runs := range perGroup {
 		sort.Slice(runs, func(i, j int) bool { return runs[i].start.Before(runs[j].start) })
-		for i := 1; i < len(runs); i++ {
-			a, b := runs[i-1], runs[i]
-			if !b.start.After(a.end) {
-				overlaps++
-				t.Errorf("group %s: job %d started at %v while job %d ran until %v", g, b.id, b.start.Format(time.StampMicro), a.id, a.end.Format(time.StampMicro))
+		var lastFront int64
+		for i, b := range runs {
+			if i > 0 {
+				if a := runs[i-1]; !b.start.After(a.end) {
+					overlaps++
+					t.Errorf("group %s: job %d started at %v while job %d ran until %v", g, b.id, b.start.Format(time.StampMicro), a.id, a.end.Format(time.StampMicro))
+				}
 			}
-			if b.id < a.id {
-				inversions++
-				t.Errorf("group %s: job %d ran before older job %d", g, a.id, b.id)
+			if b.prio == 0 {
+				if b.id < lastFront {
+					inversions++
+					t.Errorf("group %s: job %d ran before older job %d", g, lastFront, b.id)
+				}
+				lastFront = b.id
 			}
 		}
 	}
 	if len(perGroup) != groups {
 		t.Fatalf("%d groups ran, want %d", len(perGroup), groups)
 	}
-	t.Logf("%d jobs in %d groups + ungrouped, %d claimers: %d overlaps, %d FIFO inversions, %.0f jobs/s",
-		n, groups, h.Claimers, overlaps, inversions, float64(n)/elapsed.Seconds())
+	t.Logf("%d jobs in %d groups + ungrouped (%d enqueued during the run), %d claimers: %d overlaps, %d FIFO inversions, %.0f jobs/s",
+		total(), groups, lateN, h.Claimers, overlaps, inversions, float64(total())/elapsed.Seconds())
 }
