@@ -1,0 +1,261 @@
+package readpast_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+)
+
+// Environment of a worker process started by TestMultiProcessWorkers.
+const (
+	envChildURL = "READPAST_MP_URL"
+	envChildOut = "READPAST_MP_OUT"
+)
+
+const mpLease = time.Second
+
+// TestMultiProcessWorkerChild is the body of one worker process; it does
+// nothing unless started by TestMultiProcessWorkers.
+func TestMultiProcessWorkerChild(t *testing.T) {
+	url, out := os.Getenv(envChildURL), os.Getenv(envChildOut)
+	if url == "" {
+		t.Skip("runs only as a child of TestMultiProcessWorkers")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	record := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		// One write per line; O_APPEND keeps lines whole if we are killed.
+		if _, err := fmt.Fprintf(f, format+"\n", args...); err != nil {
+			panic(err)
+		}
+	}
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := readpast.NewWorkers()
+	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
+		record("start %d %s %d", job.ID, job.Token, time.Now().UnixNano())
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+		record("end %d %s %d", job.ID, job.Token, time.Now().UnixNano())
+		return nil, nil
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{
+		Workers: w, Lease: mpLease, PollInterval: 50 * time.Millisecond,
+		Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: 16, FetchLimit: 8}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.Stop(sctx)
+}
+
+type execution struct {
+	proc       int
+	id         int64
+	token      string
+	start, end time.Time // end is zero when the process died first
+}
+
+// TestMultiProcessWorkers runs four worker processes on one database,
+// SIGKILLs one mid-run and starts a replacement, then checks the whole
+// history: every job succeeded; a job ran more than once only when a run
+// died with the killed process; and no two runs of one group overlapped,
+// counting a killed run as holding its job until its lease ran out.
+func TestMultiProcessWorkers(t *testing.T) {
+	if os.Getenv(envChildURL) != "" {
+		t.Skip("child")
+	}
+	s := newPGStore(t)
+	ctx := context.Background()
+	const n = 3000
+	ps := make([]readpast.EnqueueParams, n)
+	groupOf := map[int]string{}
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "work", MaxAttempts: 100}
+		if i%2 == 0 {
+			ps[i].Group = fmt.Sprint("g", i%30)
+		}
+	}
+	jobs, err := s.Enqueue(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		groupOf[int(j.ID)] = ps[i].Group
+	}
+
+	dir := t.TempDir()
+	url := s.Pool().Config().ConnString()
+	type child struct {
+		cmd *exec.Cmd
+		out string
+	}
+	start := func(i int) child {
+		out := filepath.Join(dir, fmt.Sprintf("proc%d.log", i))
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessWorkerChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envChildURL+"="+url, envChildOut+"="+out)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return child{cmd, out}
+	}
+	children := []child{start(0), start(1), start(2), start(3)}
+	defer func() {
+		for _, c := range children {
+			if c.cmd.ProcessState == nil {
+				c.cmd.Process.Kill()
+				c.cmd.Wait()
+			}
+		}
+	}()
+
+	succeeded := func() int64 {
+		st, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range st {
+			if x.State == readpast.StateSucceeded {
+				return x.Count
+			}
+		}
+		return 0
+	}
+	waitFor(t, time.Minute, "some progress", func() bool { return succeeded() > n/4 })
+	killed := 0
+	if err := children[killed].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	children[killed].cmd.Wait()
+	children = append(children, start(4))
+	waitFor(t, 2*time.Minute, "every job to succeed", func() bool { return succeeded() == n })
+	for _, c := range children[1:] {
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		if err := c.cmd.Wait(); err != nil {
+			t.Errorf("worker process: %v", err)
+		}
+	}
+
+	// Read every process's history.
+	runs := map[string]*execution{}
+	var all []*execution
+	for i, c := range children {
+		proc := i
+		if i == len(children)-1 {
+			proc = 4
+		}
+		f, err := os.Open(c.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) != 4 {
+				continue // a line cut by the kill
+			}
+			id, _ := strconv.ParseInt(fields[1], 10, 64)
+			ns, _ := strconv.ParseInt(fields[3], 10, 64)
+			at := time.Unix(0, ns)
+			switch fields[0] {
+			case "start":
+				e := &execution{proc: proc, id: id, token: fields[2], start: at}
+				runs[fields[2]] = e
+				all = append(all, e)
+			case "end":
+				if e := runs[fields[2]]; e != nil {
+					e.end = at
+				}
+			}
+		}
+		f.Close()
+	}
+	perJob := map[int64][]*execution{}
+	for _, e := range all {
+		if e.end.IsZero() {
+			if e.proc != killed {
+				t.Errorf("job %d: a run in live process %d never ended", e.id, e.proc)
+				continue
+			}
+			e.end = killedAt.Add(mpLease) // held until its lease ran out
+		}
+		perJob[e.id] = append(perJob[e.id], e)
+	}
+	dups := 0
+	for _, j := range jobs {
+		es := perJob[j.ID]
+		if len(es) == 0 {
+			t.Errorf("job %d never ran", j.ID)
+			continue
+		}
+		final, err := s.Get(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if final.State != readpast.StateSucceeded {
+			t.Errorf("job %d ended %s", j.ID, final.State)
+		}
+		if len(es) > 1 {
+			dups++
+			for _, e := range es[:len(es)-1] {
+				if e.proc != killed {
+					t.Errorf("job %d ran %d times, not only because of the killed process", j.ID, len(es))
+				}
+			}
+		}
+		if es[len(es)-1].token != final.Token {
+			t.Errorf("job %d completed with token %s, its last run had %s", j.ID, final.Token, es[len(es)-1].token)
+		}
+	}
+	perGroup := map[string][]*execution{}
+	for _, e := range all {
+		if g := groupOf[int(e.id)]; g != "" {
+			perGroup[g] = append(perGroup[g], e)
+		}
+	}
+	overlaps := 0
+	for g, es := range perGroup {
+		for i := range es {
+			for k := i + 1; k < len(es); k++ {
+				a, b := es[i], es[k]
+				if a.start.Before(b.end) && b.start.Before(a.end) {
+					overlaps++
+					t.Errorf("group %s: runs of jobs %d and %d overlap", g, a.id, b.id)
+				}
+			}
+		}
+	}
+	t.Logf("%d jobs, 5 processes (one SIGKILLed): %d runs, %d jobs re-run after the kill, %d group overlaps", n, len(all), dups, overlaps)
+}
