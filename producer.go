@@ -100,7 +100,8 @@ func (p *producer) execute(job *Job) {
 	log := c.log.With(slog.Int64("job_id", job.ID), slog.String("kind", job.Kind), slog.Int("attempt", job.Attempt))
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {
-		p.fail(job, fmt.Errorf("no handler registered for kind %q", job.Kind), "", time.Now().Add(c.cfg.RetryPolicy(job.Attempt)), log)
+		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
+		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: time.Now().Add(c.cfg.RetryPolicy(job.Attempt))}, log)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(p.workCtx)
@@ -148,12 +149,7 @@ func (p *producer) execute(job *Job) {
 		}
 		retryAt = time.Now().Add(policy(job.Attempt))
 	}
-	f := Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}
-	p.writeFailure(f, log)
-}
-
-func (p *producer) fail(job *Job, err error, stack string, retryAt time.Time, log *slog.Logger) {
-	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt}, log)
+	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, log)
 }
 
 // writeFailure records a failed attempt, retrying store errors for a
