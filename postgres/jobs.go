@@ -98,11 +98,12 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if err != nil {
 		return nil, err
 	}
-	// QueryExecModeExec plans with the actual parameters every time (one
-	// round trip all the same). A cached generic plan knows neither the
-	// LIMIT nor the array sizes and can scan the whole table; the hot-path
-	// statements (claim, complete, fail, rescue) all run this way.
-	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeExec,
+	// QueryExecModeDescribeExec uses the unnamed statement, which
+	// PostgreSQL plans with the actual parameters every time, and binary
+	// results. A cached generic plan knows neither the LIMIT nor the array
+	// sizes and can scan the whole table; the hot-path statements (claim,
+	// complete, fail, rescue) all run this way.
+	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -200,7 +201,7 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 		}
 	}
 	uuids, errs := parseTokens(tokens)
-	done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeExec, ids, uuids, results))
+	done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, ids, uuids, results))
 	if err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
@@ -249,7 +250,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	uuids, errs := parseTokens(tokens)
 	return retryDeadlock(ctx, func() ([]error, error) {
 		errs := append([]error(nil), errs...)
-		done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeExec, ids, uuids, msgs, stacks, retryAt, discard))
+		done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, ids, uuids, msgs, stacks, retryAt, discard))
 		if err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
 		}
@@ -403,7 +404,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	}
 	var n int
 	_, err := retryDeadlock(ctx, func() ([]error, error) {
-		return nil, s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeExec, limit).Scan(&n)
+		return nil, s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeDescribeExec, limit).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rescue: %w", err)
@@ -482,7 +483,7 @@ func ClaimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, claimSQL, pgx.QueryExecModeExec, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
+	rows, err := tx.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

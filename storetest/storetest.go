@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"Prune", testPrune},
 		{"GroupMutualExclusion", testGroupExclusion},
 		{"GroupLimit", testGroupLimit},
+		{"GroupIsOneStreamAcrossQueues", testGroupAcrossQueues},
 		{"GroupFreedByEveryExit", testGroupFreed},
 		{"BusyGroupBlocksNothing", testBusyGroup},
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
@@ -730,6 +731,32 @@ func testGroupExclusion(t *testing.T, h Harness) {
 	c = claim(t, s, 10, time.Minute)
 	if len(c) != 1 || c[0].ID != g1[1].ID {
 		t.Fatalf("after completion claimed %v, want [%d]", ids(c), g1[1].ID)
+	}
+}
+
+// testGroupAcrossQueues: a group is one ordered stream whatever queues its
+// jobs are in. A claimer of queue b does not start the group's job in b
+// while the group's older job in queue a waits.
+func testGroupAcrossQueues(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	jobs := enqueue(t, s,
+		readpast.EnqueueParams{Kind: "k", Queue: "a", Group: "S"},
+		readpast.EnqueueParams{Kind: "k", Queue: "b", Group: "S"},
+		readpast.EnqueueParams{Kind: "k", Queue: "b"},
+	)
+	if c := claim(t, s, 10, time.Minute, "b"); fmt.Sprint(ids(c)) != fmt.Sprint([]int64{jobs[2].ID}) {
+		t.Fatalf("claimer of b took %v; want only the ungrouped job %d while the group's head waits in a", ids(c), jobs[2].ID)
+	}
+	c := claim(t, s, 10, time.Minute, "a")
+	if len(c) != 1 || c[0].ID != jobs[0].ID {
+		t.Fatalf("claimer of a took %v, want [%d]", ids(c), jobs[0].ID)
+	}
+	if err := completeOne(ctx, s, c[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, s, 10, time.Minute, "b"); len(c) != 1 || c[0].ID != jobs[1].ID {
+		t.Fatalf("after the head finished, claimer of b took %v, want [%d]", ids(c), jobs[1].ID)
 	}
 }
 

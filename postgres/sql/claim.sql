@@ -4,7 +4,9 @@
 -- ungrouped: per queue, the first pending jobs in claim order, row-locked
 --   with SKIP LOCKED so concurrent claimers take disjoint sets and never wait.
 -- grouped: for each group with a free slot, its oldest eligible jobs (at
---   most the free slots); the GROUP ROW is locked with SKIP LOCKED. If a
+--   most the free slots), taken only if they are in one of our queues: a
+--   group is one ordered stream whatever queues its jobs are in. The GROUP
+--   ROW is locked with SKIP LOCKED. If a
 --   concurrent claim committed a bump first, PostgreSQL re-checks the newest
 --   group row (running < max_running) and drops a group that is now full.
 -- claimed: the chosen rows become running; "state = 'pending'" is re-checked
@@ -28,13 +30,13 @@ grouped AS (
     SELECT h.id, h.priority, h.run_at
     FROM readpast_groups g
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at
+        SELECT id, priority, run_at, queue
         FROM readpast_jobs
-        WHERE group_key = g.group_key AND state = 'pending' AND run_at <= now() AND queue = ANY($1::text[])
+        WHERE group_key = g.group_key AND state = 'pending' AND run_at <= now()
         ORDER BY priority, run_at, id
         LIMIT g.max_running - g.running
     ) h
-    WHERE g.running < g.max_running
+    WHERE g.running < g.max_running AND h.queue = ANY($1::text[])
     ORDER BY h.priority, h.run_at, h.id
     LIMIT $3
     FOR UPDATE OF g SKIP LOCKED
