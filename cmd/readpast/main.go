@@ -1,0 +1,98 @@
+// Command readpast runs and administers a readpast job queue: it serves the
+// HTTP API, migrates the database, enqueues jobs and inspects them.
+//
+// Usage:
+//
+//	readpast serve    [--addr 127.0.0.1:8080] [--database-url URL] [--token T]...
+//	readpast migrate  [up|status] [--database-url URL]
+//	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
+//	readpast jobs     list|show|cancel|retry [flags]
+//	readpast stats    [--json]
+//	readpast version  [--json]
+//
+// Every command but serve and version talks to the database directly, named
+// by --database-url or READPAST_DATABASE_URL: a postgres:// URL, or a SQLite
+// file path; by default ./readpast.db.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands lists the subcommands in the order usage shows them.
+func commands() []command {
+	return []command{
+		{"serve", "serve the HTTP API", runServe},
+		{"migrate", "bring the database schema up to date, or show its status", runMigrate},
+		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
+		{"jobs", "list, show, cancel or retry jobs", runJobs},
+		{"stats", "show job counts per queue and state", runStats},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the exit code: 0 on success,
+// 2 on a usage error, 1 on any other error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != name {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		}
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "readpast %s: %v\n", name, err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "readpast %s: %v\n", name, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "readpast: unknown command %q\n\n", name)
+	usage(stderr)
+	return 2
+}
+
+// usage prints the list of subcommands.
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "readpast: a durable job queue in a SQL table.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: readpast COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'readpast COMMAND -h' for a command's flags.")
+}

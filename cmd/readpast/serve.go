@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/httpapi"
+)
+
+// Environment variables serve reads tokens from, comma-separated.
+const (
+	envTokens     = "READPAST_TOKENS"
+	envReadTokens = "READPAST_READ_TOKENS"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return fmt.Sprint(len(*l)) + " values" }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// runServe serves the HTTP API until SIGINT or SIGTERM, then shuts down
+// gracefully: it stops accepting connections, ends long-polling claims,
+// waits for requests in flight (up to --shutdown-timeout), and closes the
+// store. It also runs the lease rescuer in the background.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "serve [flags]", stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port)")
+	dbURL := dbFlag(fs)
+	noMigrate := fs.Bool("no-migrate", false, "do not migrate the database at start")
+	var tokens, readTokens stringList
+	fs.Var(&tokens, "token", "bearer token with full access; repeatable (also $"+envTokens+", comma-separated)")
+	fs.Var(&readTokens, "read-token", "bearer token that may only GET; repeatable (also $"+envReadTokens+")")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
+	maxBatch := fs.Int("max-batch", httpapi.DefaultMaxBatch, "most jobs in one batch enqueue")
+	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
+	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if *maxBody < 1 || *maxBatch < 1 {
+		return usagef("--max-body-bytes and --max-batch must be positive")
+	}
+
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	full := append(splitTokens(os.Getenv(envTokens)), cleanTokens(tokens)...)
+	read := append(splitTokens(os.Getenv(envReadTokens)), cleanTokens(readTokens)...)
+	loopback, err := isLoopback(*addr)
+	if err != nil {
+		return usagef("--addr: %v", err)
+	}
+	if len(full) == 0 && len(read) == 0 && !loopback {
+		return usagef("refusing to serve on %s without authentication: set --token or $%s (auth may be off only on a loopback address)", *addr, envTokens)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	open := openStore
+	if *noMigrate {
+		open = openStoreNoMigrate
+	}
+	store, err := open(ctx, databaseURL(*dbURL), log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.Warn("close store", slog.Any("error", err))
+		}
+	}()
+	if !*noMigrate {
+		if err := store.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+
+	var reg *prometheus.Registry
+	if !*noMetrics {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	closing := make(chan struct{})
+	handler, err := httpapi.New(httpapi.Config{
+		Store:        store,
+		Logger:       log,
+		Registry:     reg,
+		Tokens:       full,
+		ReadTokens:   read,
+		MaxBodyBytes: *maxBody,
+		MaxBatch:     *maxBatch,
+		Closing:      closing,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
+	rescued := make(chan struct{})
+	go func() {
+		defer close(rescued)
+		readpast.RunRescuer(rescueCtx, store, *rescueEvery, log)
+	}()
+	defer func() {
+		stopRescue()
+		<-rescued
+	}()
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening",
+		slog.String("addr", ln.Addr().String()),
+		slog.Bool("auth", len(full)+len(read) > 0),
+		slog.Bool("metrics", reg != nil))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process the usual way
+	log.Info("shutting down", slog.String("timeout", shutdownTimeout.String()))
+	close(closing)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newLogger makes the slog logger for --log-format and --log-level.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format must be text or json, not %q", format)
+}
+
+// splitTokens splits a comma-separated token list, dropping blanks.
+func splitTokens(s string) []string {
+	return cleanTokens(strings.Split(s, ","))
+}
+
+// cleanTokens trims tokens and drops blanks.
+func cleanTokens(in []string) []string {
+	var out []string
+	for _, t := range in {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// isLoopback reports whether addr (host:port) listens only on a loopback
+// address. An empty host means every interface, so it is not loopback.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}

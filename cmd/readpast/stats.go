@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/httpapi"
+)
+
+// runStats prints job counts per queue and state: a table with a row per
+// queue, a column per state and a total row, or with --json the body of GET
+// /v1/stats.
+func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("stats", "stats [flags]", stderr)
+	dbURL := dbFlag(fs)
+	asJSON := fs.Bool("json", false, `print JSON: {"queues": {QUEUE: {STATE: COUNT}}, "totals": {STATE: COUNT}}`)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	store, err := openStore(ctx, databaseURL(*dbURL), nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	stats, err := store.Stats(ctx)
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	res := httpapi.NewStatsResponse(stats)
+	if *asJSON {
+		return writeJSON(stdout, res)
+	}
+
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "QUEUE")
+	for _, s := range readpast.AllStates {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
+	}
+	fmt.Fprintln(tw)
+	queues := make([]string, 0, len(res.Queues))
+	for q := range res.Queues {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	row := func(name string, counts map[readpast.JobState]int64) {
+		fmt.Fprint(tw, name)
+		for _, s := range readpast.AllStates {
+			fmt.Fprintf(tw, "\t%d", counts[s])
+		}
+		fmt.Fprintln(tw)
+	}
+	for _, q := range queues {
+		row(q, res.Queues[q])
+	}
+	row("(all)", res.Totals)
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,760 @@
+// Package httpapi serves a readpast.Store over HTTP with JSON bodies, so
+// that producers and workers in any language can enqueue, claim and finish
+// jobs. The wire contract is described by the OpenAPI document the handler
+// serves at GET /v1/openapi.json and by docs/http-api.md.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/readpast/readpast"
+)
+
+// DefaultPollInterval is how often a long-polling claim looks again when no
+// wake-up arrives.
+const DefaultPollInterval = 200 * time.Millisecond
+
+// readyTimeout bounds the store check behind GET /readyz.
+const readyTimeout = 2 * time.Second
+
+// releaseTimeout bounds releasing jobs claimed for a client that went away.
+const releaseTimeout = 5 * time.Second
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// Config configures the handler New returns.
+type Config struct {
+	// Store holds the jobs. Required. When it implements readpast.Notifier,
+	// long-polling claims wake as soon as jobs are enqueued.
+	Store readpast.Store
+	// Logger receives request and error logs; nil discards them. Tokens
+	// and request bodies are never logged.
+	Logger *slog.Logger
+	// Registry receives the Prometheus metrics and is served at
+	// GET /metrics; nil means no metrics and no /metrics route.
+	Registry *prometheus.Registry
+	// Tokens are bearer tokens with full access.
+	Tokens []string
+	// ReadTokens are bearer tokens that may only GET. When both Tokens and
+	// ReadTokens are empty, authentication is off.
+	ReadTokens []string
+	// MaxBodyBytes limits a request body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
+	MaxBatch int
+	// PollInterval is how often a long-polling claim retries without a
+	// wake-up; 0 means DefaultPollInterval.
+	PollInterval time.Duration
+	// Closing, when closed, ends long-polling claims early with no jobs so
+	// that a graceful shutdown need not wait for them. Optional.
+	Closing <-chan struct{}
+}
+
+// route is one endpoint of the API.
+type route struct {
+	pattern string
+	// open routes need no token.
+	open    bool
+	handler http.HandlerFunc
+}
+
+// server is the handler New returns.
+type server struct {
+	store    readpast.Store
+	log      *slog.Logger
+	metrics  *metrics
+	full     [][sha256.Size]byte
+	read     [][sha256.Size]byte
+	authOn   bool
+	maxBody  int64
+	maxBatch int
+	poll     time.Duration
+	closing  <-chan struct{}
+	mux      *http.ServeMux
+	open     map[string]bool
+	routes   []route
+	now      func() time.Time
+}
+
+// New returns the HTTP handler for cfg. It fails when cfg has no store, a
+// token is empty, a limit is negative, or the metrics cannot be registered.
+func New(cfg Config) (http.Handler, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newServer(cfg Config) (*server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("httpapi: Config.Store is required")
+	}
+	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 {
+		return nil, errors.New("httpapi: Config limits must not be negative")
+	}
+	s := &server{
+		store:    cfg.Store,
+		log:      cfg.Logger,
+		maxBody:  cfg.MaxBodyBytes,
+		maxBatch: cfg.MaxBatch,
+		poll:     cfg.PollInterval,
+		closing:  cfg.Closing,
+		mux:      http.NewServeMux(),
+		open:     map[string]bool{},
+		now:      time.Now,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody == 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.maxBatch == 0 {
+		s.maxBatch = DefaultMaxBatch
+	}
+	if s.poll == 0 {
+		s.poll = DefaultPollInterval
+	}
+	for _, t := range cfg.Tokens {
+		if t == "" {
+			return nil, errors.New("httpapi: empty token in Config.Tokens")
+		}
+		s.full = append(s.full, sha256.Sum256([]byte(t)))
+	}
+	for _, t := range cfg.ReadTokens {
+		if t == "" {
+			return nil, errors.New("httpapi: empty token in Config.ReadTokens")
+		}
+		s.read = append(s.read, sha256.Sum256([]byte(t)))
+	}
+	s.authOn = len(s.full) > 0 || len(s.read) > 0
+	if cfg.Registry != nil {
+		m, err := newMetrics(cfg.Registry, cfg.Store, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.metrics = m
+	}
+
+	s.routes = []route{
+		{pattern: "GET /healthz", open: true, handler: s.healthz},
+		{pattern: "GET /readyz", open: true, handler: s.readyz},
+		{pattern: "GET /v1/openapi.json", handler: s.openapi},
+		{pattern: "POST /v1/jobs", handler: s.enqueue},
+		{pattern: "POST /v1/jobs/batch", handler: s.enqueueBatch},
+		{pattern: "GET /v1/jobs", handler: s.list},
+		{pattern: "GET /v1/jobs/{id}", handler: s.get},
+		{pattern: "POST /v1/claim", handler: s.claim},
+		{pattern: "POST /v1/jobs/{id}/complete", handler: s.complete},
+		{pattern: "POST /v1/jobs/{id}/fail", handler: s.fail},
+		{pattern: "POST /v1/jobs/{id}/heartbeat", handler: s.heartbeat},
+		{pattern: "POST /v1/jobs/{id}/release", handler: s.release},
+		{pattern: "POST /v1/jobs/{id}/cancel", handler: s.cancel},
+		{pattern: "POST /v1/jobs/{id}/retry", handler: s.retry},
+		{pattern: "GET /v1/stats", handler: s.stats},
+	}
+	if cfg.Registry != nil {
+		prom := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{s.log}})
+		s.routes = append(s.routes, route{pattern: "GET /metrics", handler: prom.ServeHTTP})
+	}
+	for _, rt := range s.routes {
+		s.mux.HandleFunc(rt.pattern, rt.handler)
+		s.open[rt.pattern] = rt.open
+	}
+	return s, nil
+}
+
+// slogPromLogger adapts slog to promhttp's error logger.
+type slogPromLogger struct{ log *slog.Logger }
+
+func (l slogPromLogger) Println(v ...any) { l.log.Error("metrics: " + fmt.Sprint(v...)) }
+
+// statusWriter records the status code a handler writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// captureWriter swallows what the mux writes for an unmatched request so it
+// can be replaced by a JSON error.
+type captureWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *captureWriter) Header() http.Header { return w.header }
+func (w *captureWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *captureWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// ServeHTTP authenticates the request, routes it and logs it.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	h, pattern := s.mux.Handler(r)
+	switch {
+	case pattern != "" && s.open[pattern]:
+		s.mux.ServeHTTP(sw, r)
+	default:
+		if ae := s.authorize(r); ae != nil {
+			if ae.Status == http.StatusUnauthorized {
+				sw.Header().Set("WWW-Authenticate", `Bearer realm="readpast"`)
+			}
+			s.writeError(sw, r, ae)
+			break
+		}
+		if pattern == "" {
+			cw := &captureWriter{header: http.Header{}}
+			h.ServeHTTP(cw, r)
+			if allow := cw.header.Get("Allow"); allow != "" {
+				sw.Header().Set("Allow", allow)
+			}
+			if cw.status == http.StatusMethodNotAllowed {
+				s.writeError(sw, r, &apiError{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
+					Message: "method not allowed on this route"})
+			} else {
+				s.writeError(sw, r, &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such route"})
+			}
+			break
+		}
+		s.mux.ServeHTTP(sw, r)
+	}
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	took := time.Since(start)
+	s.metrics.request(pattern, sw.status, took)
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", pattern),
+		slog.Int("status", sw.status),
+		slog.Duration("took", took))
+}
+
+// authorize checks the bearer token. Tokens are compared as SHA-256 digests
+// in constant time, against every configured token.
+func (s *server) authorize(r *http.Request) *apiError {
+	if !s.authOn {
+		return nil
+	}
+	unauthorized := &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+		Message: "a valid bearer token is required"}
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return unauthorized
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return unauthorized
+	}
+	sum := sha256.Sum256([]byte(token))
+	full, read := 0, 0
+	for i := range s.full {
+		full |= subtle.ConstantTimeCompare(sum[:], s.full[i][:])
+	}
+	for i := range s.read {
+		read |= subtle.ConstantTimeCompare(sum[:], s.read[i][:])
+	}
+	switch {
+	case full == 1:
+		return nil
+	case read == 1:
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return nil
+		}
+		return &apiError{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: "this token may only read (GET)"}
+	}
+	return unauthorized
+}
+
+// writeJSON writes v as the JSON response body with status.
+func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, &apiError{Status: http.StatusInternalServerError, Code: CodeInternal,
+			Message: "internal error", cause: fmt.Errorf("encode response: %w", err)})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	body = append(body, '\n')
+	if _, err := w.Write(body); err != nil {
+		s.log.DebugContext(r.Context(), "write response", slog.Any("error", err))
+	}
+}
+
+// writeError writes ae as a JSON error, logging the cause of server errors.
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, ae *apiError) {
+	if ae.Status >= 500 {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", ae.Status),
+			slog.Any("error", ae.cause))
+	}
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(ae.Status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeStoreError writes the response for err, which came from the store.
+// It writes nothing when the client is gone.
+func (s *server) writeStoreError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		s.log.DebugContext(r.Context(), "client went away", slog.String("path", r.URL.Path), slog.Any("error", err))
+		return
+	}
+	s.writeError(w, r, storeError(err))
+}
+
+// readBody reads the request body up to the configured limit.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+				Message: fmt.Sprintf("request body is larger than %d bytes", s.maxBody)}
+		}
+		return nil, &apiError{Status: http.StatusBadRequest, Code: CodeMalformedJSON,
+			Message: "could not read the request body", cause: err}
+	}
+	return body, nil
+}
+
+// pathID parses the {id} path value.
+func pathID(r *http.Request) (int64, *apiError) {
+	return parseID(r.PathValue("id"))
+}
+
+func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	// A lookup by primary key is the cheapest query that proves the store
+	// is reachable and its schema is in place.
+	if _, err := s.store.Get(ctx, 1); err != nil && !errors.Is(err, readpast.ErrNotFound) {
+		s.log.WarnContext(ctx, "readiness check failed", slog.Any("error", err))
+		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "store is not reachable"})
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *server) openapi(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(openAPIDoc)
+}
+
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	p, ae := decodeEnqueue(body, s.now())
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	jobs, err := s.store.Enqueue(r.Context(), []readpast.EnqueueParams{p})
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if len(jobs) != 1 {
+		s.writeStoreError(w, r, fmt.Errorf("store returned %d jobs for 1 enqueued", len(jobs)))
+		return
+	}
+	s.metrics.jobsEnqueued(jobs)
+	s.writeJSON(w, r, http.StatusCreated, NewJob(jobs[0]))
+}
+
+func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ps, ae := decodeBatch(body, s.now(), s.maxBatch)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	jobs, err := s.store.Enqueue(r.Context(), ps)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.metrics.jobsEnqueued(jobs)
+	s.writeJSON(w, r, http.StatusCreated, JobsResponse{Jobs: NewJobs(jobs)})
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	p, ae := decodeListQuery(r.URL.RawQuery)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	res, err := s.store.List(r.Context(), p)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	out := listResponse{Jobs: NewJobs(res.Jobs)}
+	if res.Next != "" {
+		out.NextCursor = &res.Next
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+}
+
+func (s *server) get(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	job, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	stats, err := s.store.Stats(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(stats))
+}
+
+// claim takes jobs, long-polling up to the request's wait_seconds.
+func (s *server) claim(w http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	args, ae := decodeClaim(body)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx := r.Context()
+	var wake <-chan struct{}
+	var tick <-chan time.Time
+	var deadline <-chan time.Time
+	if args.Wait > 0 {
+		// Subscribe before the first attempt so a job enqueued between the
+		// attempt and the wait still wakes us.
+		subCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if n, ok := s.store.(readpast.Notifier); ok {
+			ch, err := n.Subscribe(subCtx)
+			if err != nil {
+				s.log.WarnContext(ctx, "claim: subscribe to wake-ups; polling instead", slog.Any("error", err))
+			} else {
+				wake = ch
+			}
+		}
+		ticker := time.NewTicker(s.poll)
+		defer ticker.Stop()
+		tick = ticker.C
+		timer := time.NewTimer(args.Wait)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	for {
+		jobs, err := s.claimOnce(ctx, args.Params)
+		if err != nil {
+			s.writeStoreError(w, r, err)
+			return
+		}
+		if len(jobs) > 0 {
+			if ctx.Err() != nil {
+				s.releaseAbandoned(ctx, jobs)
+				return
+			}
+			out := JobsResponse{Jobs: make([]Job, 0, len(jobs))}
+			for _, j := range jobs {
+				wj := NewJob(j)
+				wj.Token = j.Token
+				out.Jobs = append(out.Jobs, wj)
+			}
+			s.writeJSON(w, r, http.StatusOK, out)
+			return
+		}
+		if args.Wait == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.closing:
+			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+			return
+		case <-deadline:
+			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+			return
+		case _, ok := <-wake:
+			if !ok {
+				wake = nil
+			}
+		case <-tick:
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+}
+
+// claimOnce makes one Store.Claim call and records its metrics.
+func (s *server) claimOnce(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	start := time.Now()
+	jobs, err := s.store.Claim(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.jobsClaimed(jobs, time.Since(start), s.now())
+	return jobs, nil
+}
+
+// releaseAbandoned gives back jobs claimed for a client that disconnected
+// before it could be told, so they run again at once without using an
+// attempt.
+func (s *server) releaseAbandoned(ctx context.Context, jobs []*readpast.Job) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		if err := s.store.Release(ctx, j.ID, j.Token); err != nil {
+			s.log.WarnContext(ctx, "release job claimed for a client that went away",
+				slog.Int64("job", j.ID), slog.Any("error", err))
+		}
+	}
+}
+
+// getAfter returns the job after a change, for the response.
+func (s *server) getAfter(w http.ResponseWriter, r *http.Request, id int64) (*readpast.Job, bool) {
+	job, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return nil, false
+	}
+	return job, true
+}
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	req, ae := decodeComplete(body)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	errs, err := s.store.Complete(r.Context(), []readpast.Completion{{ID: id, Token: req.Token, Result: req.Result}})
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	job, ok := s.getAfter(w, r, id)
+	if !ok {
+		return
+	}
+	s.metrics.jobCompleted(job)
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	args, ae := decodeFail(body)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	retryAt := args.RetryAt
+	if retryAt.IsZero() && !args.Discard {
+		// The token pins the attempt: if the job moved on since this Get,
+		// the Fail below reports a stale token and changes nothing.
+		job, err := s.store.Get(r.Context(), id)
+		if err != nil {
+			s.writeStoreError(w, r, err)
+			return
+		}
+		retryAt = s.now().Add(readpast.DefaultRetryPolicy(job.Attempt))
+	}
+	errs, err := s.store.Fail(r.Context(), []readpast.Failure{{
+		ID: id, Token: args.Token, Message: args.Message, Stack: args.Stack,
+		RetryAt: retryAt, Discard: args.Discard,
+	}})
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	job, ok := s.getAfter(w, r, id)
+	if !ok {
+		return
+	}
+	s.metrics.jobFailed(job)
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	token, lease, ae := decodeHeartbeat(body)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	until, err := s.store.Extend(r.Context(), id, token, lease)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, HeartbeatResponse{ID: id, LeaseExpiresAt: until.UTC()})
+}
+
+func (s *server) release(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	token, ae := decodeRelease(body)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	if err := s.store.Release(r.Context(), id, token); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	job, ok := s.getAfter(w, r, id)
+	if !ok {
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+// adminOp runs a body-less operation on one job (cancel, retry).
+func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context.Context, int64) (*readpast.Job, error)) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	if ae := decodeEmpty(body); ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	job, err := op(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+func (s *server) cancel(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Cancel) }
+
+func (s *server) retry(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Retry) }

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/readpast/readpast"
+)
+
+// Error codes carried in ErrorDetail.Code. Clients branch on these.
+const (
+	// CodeMalformedJSON: the body is not one JSON object (HTTP 400).
+	CodeMalformedJSON = "malformed_json"
+	// CodeInvalidField: a field is unknown, has the wrong type, is missing
+	// or is out of range; ErrorDetail.Field names it (HTTP 400).
+	CodeInvalidField = "invalid_field"
+	// CodeTooLarge: the body exceeds the server's limit (HTTP 413).
+	CodeTooLarge = "body_too_large"
+	// CodeBatchTooLarge: a batch holds more jobs than allowed (HTTP 413).
+	CodeBatchTooLarge = "batch_too_large"
+	// CodeUnauthorized: the bearer token is missing or unknown (HTTP 401).
+	CodeUnauthorized = "unauthorized"
+	// CodeForbidden: a read-only token was used for a write (HTTP 403).
+	CodeForbidden = "forbidden"
+	// CodeNotFound: no such job, or no such route (HTTP 404).
+	CodeNotFound = "not_found"
+	// CodeMethodNotAllowed: the route exists for other methods (HTTP 405).
+	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeStaleToken: the claim token is not the job's current claim;
+	// nothing changed (HTTP 409).
+	CodeStaleToken = "stale_token"
+	// CodeInvalidState: the job's state does not allow the operation;
+	// nothing changed (HTTP 409).
+	CodeInvalidState = "invalid_state"
+	// CodeUnavailable: the store cannot be reached (HTTP 503).
+	CodeUnavailable = "unavailable"
+	// CodeInternal: an unexpected server error (HTTP 500).
+	CodeInternal = "internal"
+)
+
+// apiError is an error with the HTTP status and body it is reported as.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	Field   string
+	// cause is logged for 5xx errors, never sent.
+	cause error
+}
+
+func (e *apiError) Error() string {
+	if e.Field != "" {
+		return e.Field + ": " + e.Message
+	}
+	return e.Message
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
+
+// fieldError is a 400 naming the field at fault.
+func fieldError(field, format string, args ...any) *apiError {
+	return &apiError{
+		Status:  http.StatusBadRequest,
+		Code:    CodeInvalidField,
+		Field:   field,
+		Message: fmt.Sprintf(format, args...),
+	}
+}
+
+// fromFieldError turns a *readpast.FieldError into a 400, renaming its field
+// with rename when rename is not nil.
+func fromFieldError(fe *readpast.FieldError, rename func(string) string) *apiError {
+	field := fe.Field
+	if rename != nil {
+		field = rename(field)
+	}
+	return &apiError{
+		Status:  http.StatusBadRequest,
+		Code:    CodeInvalidField,
+		Field:   field,
+		Message: fe.Message,
+	}
+}
+
+// storeError maps an error from the store to its response.
+func storeError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var fe *readpast.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return fromFieldError(fe, nil)
+	case errors.Is(err, readpast.ErrNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "job not found"}
+	case errors.Is(err, readpast.ErrStaleToken):
+		return &apiError{Status: http.StatusConflict, Code: CodeStaleToken,
+			Message: "claim token is not current: the lease expired and the job was rescued or re-claimed, or it already finished"}
+	case errors.Is(err, readpast.ErrInvalidState):
+		return &apiError{Status: http.StatusConflict, Code: CodeInvalidState,
+			Message: "the job's state does not allow this operation"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "request cancelled or timed out", cause: err}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal,
+		Message: "internal error", cause: err}
+}

@@ -1,0 +1,150 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// Job is the wire form of a job, as every endpoint that returns jobs
+// encodes it. Times are RFC 3339 in UTC; optional fields are left out until
+// they are set, except group, which is null for an ungrouped job, and
+// errors, which is always an array.
+type Job struct {
+	ID             int64                   `json:"id"`
+	Queue          string                  `json:"queue"`
+	Kind           string                  `json:"kind"`
+	Payload        json.RawMessage         `json:"payload"`
+	Priority       int                     `json:"priority"`
+	State          readpast.JobState       `json:"state"`
+	Attempt        int                     `json:"attempt"`
+	MaxAttempts    int                     `json:"max_attempts"`
+	RunAt          time.Time               `json:"run_at"`
+	Group          *string                 `json:"group"`
+	CreatedAt      time.Time               `json:"created_at"`
+	Errors         []readpast.AttemptError `json:"errors"`
+	Worker         string                  `json:"worker,omitempty"`
+	StartedAt      *time.Time              `json:"started_at,omitempty"`
+	FinishedAt     *time.Time              `json:"finished_at,omitempty"`
+	LeaseExpiresAt *time.Time              `json:"lease_expires_at,omitempty"`
+	Result         json.RawMessage         `json:"result,omitempty"`
+	// Token is set only in claim responses: the claim token the worker
+	// passes back to complete, fail, heartbeat or release the job.
+	Token string `json:"token,omitempty"`
+}
+
+// NewJob converts a stored job to its wire form. The claim token is left
+// out; claim responses set it themselves.
+func NewJob(j *readpast.Job) Job {
+	w := Job{
+		ID:             j.ID,
+		Queue:          j.Queue,
+		Kind:           j.Kind,
+		Payload:        j.Payload,
+		Priority:       j.Priority,
+		State:          j.State,
+		Attempt:        j.Attempt,
+		MaxAttempts:    j.MaxAttempts,
+		RunAt:          j.RunAt.UTC(),
+		Group:          j.Group,
+		CreatedAt:      j.CreatedAt.UTC(),
+		Errors:         make([]readpast.AttemptError, 0, len(j.Errors)),
+		Worker:         j.Worker,
+		StartedAt:      utcPtr(j.StartedAt),
+		FinishedAt:     utcPtr(j.FinishedAt),
+		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
+		Result:         j.Result,
+	}
+	if len(w.Payload) == 0 {
+		w.Payload = json.RawMessage("{}")
+	}
+	if w.Group != nil && *w.Group == "" {
+		w.Group = nil
+	}
+	for _, e := range j.Errors {
+		e.At = e.At.UTC()
+		w.Errors = append(w.Errors, e)
+	}
+	return w
+}
+
+// NewJobs converts stored jobs to their wire form; never nil.
+func NewJobs(js []*readpast.Job) []Job {
+	out := make([]Job, 0, len(js))
+	for _, j := range js {
+		out = append(out, NewJob(j))
+	}
+	return out
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// JobsResponse is the body of the batch enqueue, claim and list responses.
+type JobsResponse struct {
+	Jobs []Job `json:"jobs"`
+	// NextCursor continues a listing; null at the end. Only list sets it.
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// listResponse always carries next_cursor, null at the end.
+type listResponse struct {
+	Jobs       []Job   `json:"jobs"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// HeartbeatResponse is the body of a heartbeat response.
+type HeartbeatResponse struct {
+	ID             int64     `json:"id"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// StatsResponse is the body of GET /v1/stats: job counts per queue and
+// state (every state present, zero included), and the totals per state.
+type StatsResponse struct {
+	Queues map[string]map[readpast.JobState]int64 `json:"queues"`
+	Totals map[readpast.JobState]int64            `json:"totals"`
+}
+
+// NewStatsResponse groups store stats per queue, filling every state.
+func NewStatsResponse(stats []readpast.QueueStats) StatsResponse {
+	out := StatsResponse{
+		Queues: map[string]map[readpast.JobState]int64{},
+		Totals: map[readpast.JobState]int64{},
+	}
+	for _, s := range readpast.AllStates {
+		out.Totals[s] = 0
+	}
+	for _, st := range stats {
+		q, ok := out.Queues[st.Queue]
+		if !ok {
+			q = map[readpast.JobState]int64{}
+			for _, s := range readpast.AllStates {
+				q[s] = 0
+			}
+			out.Queues[st.Queue] = q
+		}
+		q[st.State] += st.Count
+		out.Totals[st.State] += st.Count
+	}
+	return out
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable machine-readable code, a
+// human-readable message and, for a bad request, the field at fault.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}

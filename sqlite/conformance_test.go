@@ -1,0 +1,37 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/sqlite"
+	"github.com/readpast/readpast/storetest"
+)
+
+// openTemp opens a migrated store on a new file in a temp dir; the store is
+// closed when the test ends.
+func openTemp(t testing.TB) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "readpast.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	// 16 claimers and 5,000 jobs, as in the reliability plan for SQLite
+	// (one writer at a time: more claimers only queue longer).
+	jobs := 5000
+	if raceEnabled {
+		jobs = 1500
+	}
+	storetest.Run(t, storetest.Harness{
+		New:        func(t *testing.T) readpast.Store { return openTemp(t) },
+		StressJobs: jobs,
+		Claimers:   16,
+	})
+}

@@ -1,0 +1,732 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// Enqueue inserts jobs in one transaction (all or none), in multi-row
+// INSERTs of up to 1000 rows, and returns them in order.
+func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	norm, err := normalizeJobs(jobs, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if len(norm) == 0 {
+		return []*readpast.Job{}, nil
+	}
+	var out []*readpast.Job
+	err = s.writeTx(ctx, "enqueue", func(tx *sql.Tx) error {
+		var err error
+		out, err = insertJobs(ctx, tx, norm, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return out, nil
+}
+
+// normalizeJobs applies the readpast defaults and checks to every job.
+func normalizeJobs(jobs []readpast.EnqueueParams, now time.Time) ([]readpast.EnqueueParams, error) {
+	norm := make([]readpast.EnqueueParams, len(jobs))
+	for i, p := range jobs {
+		n, err := p.Normalize(now)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: enqueue job %d: %w", i, err)
+		}
+		n.Payload = slices.Clone(n.Payload)
+		norm[i] = n
+	}
+	return norm, nil
+}
+
+// insertJobs inserts normalized jobs in tx, in chunks of enqueueChunk rows.
+func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, now time.Time) ([]*readpast.Job, error) {
+	nowUS := micros(now)
+	created := fromMicros(nowUS)
+	out := make([]*readpast.Job, 0, len(jobs))
+	for start := 0; start < len(jobs); start += enqueueChunk {
+		part := jobs[start:min(start+enqueueChunk, len(jobs))]
+		query := enqueueInsertSQL + strings.Repeat(enqueueRowSQL+", ", len(part)-1) + enqueueRowSQL + enqueueReturningSQL
+		args := make([]any, 0, len(part)*enqueueRowParams)
+		for _, p := range part {
+			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
+				p.MaxAttempts, nullString(p.Group), nowUS)
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		ids := make([]int64, 0, len(part))
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+		if len(ids) != len(part) {
+			return nil, fmt.Errorf("inserted %d jobs, got %d ids back", len(part), len(ids))
+		}
+		// Rows get increasing ids in VALUES order; RETURNING's order is
+		// unspecified, so sort.
+		slices.Sort(ids)
+		for i, p := range part {
+			j := &readpast.Job{
+				ID:          ids[i],
+				Queue:       p.Queue,
+				Kind:        p.Kind,
+				Payload:     p.Payload,
+				Priority:    p.Priority,
+				State:       readpast.StatePending,
+				MaxAttempts: p.MaxAttempts,
+				RunAt:       fromMicros(micros(p.RunAt)),
+				CreatedAt:   created,
+				Errors:      []readpast.AttemptError{},
+			}
+			if p.Group != "" {
+				g := p.Group
+				j.Group = &g
+			}
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// Claim takes up to p.Limit pending jobs whose run_at has come, in order of
+// priority, run_at, id across p.Queues, in one write transaction. Ungrouped
+// jobs are always claimable; a concurrency group gives only its oldest due
+// jobs, as many as it has free slots, counted across all queues (a group is
+// one ordered stream: its head in a queue this claim does not take holds
+// the rest back). Each claimed job gets a fresh token and a lease of
+// p.Lease. Claimers serialize on SQLite's write lock; an idle poller does
+// not take it (a read-only probe finds nothing claimable first).
+func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	queues := uniq(p.Queues)
+	qjs, err := json.Marshal(queues)
+	if err != nil {
+		return nil, err
+	}
+	var claimable bool
+	if err := s.readOp(ctx, "claim probe", func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, claimProbeSQL, string(qjs), micros(s.now())).Scan(&claimable)
+	}); err != nil {
+		return nil, err
+	}
+	if !claimable {
+		return []*readpast.Job{}, nil
+	}
+	var out []*readpast.Job
+	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
+		var err error
+		out, err = claimIn(ctx, tx, p, queues, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// uniq drops repeated names, keeping the first.
+func uniq(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// candidate is one pending job seen by the claim scan, with its group's
+// counts as the transaction began.
+type candidate struct {
+	id, runAt       int64
+	priority        int
+	group           sql.NullString
+	running, maxRun int
+}
+
+// less orders candidates in claim order.
+func (c candidate) less(d candidate) bool {
+	if c.priority != d.priority {
+		return c.priority < d.priority
+	}
+	if c.runAt != d.runAt {
+		return c.runAt < d.runAt
+	}
+	return c.id < d.id
+}
+
+// scanRestartAfter is how many jobs of groups this claim filled a queue
+// scan passes over before it restarts past them with those groups excluded
+// in SQL (cheaper than handing each row to Go).
+const scanRestartAfter = 32
+
+// queueScan is one queue's claim-order cursor.
+type queueScan struct {
+	queue   string
+	rows    *sql.Rows
+	head    candidate // the current row, not yet consumed
+	done    bool
+	after   candidate // the last row consumed; the scan resumes after it
+	skipped int       // rows passed over since the scan (re)started
+}
+
+// open (re)starts the scan after s.after, excluding the groups in filled
+// (a JSON array), and reads its first row.
+func (q *queueScan) open(ctx context.Context, tx *sql.Tx, nowUS int64, filled string) error {
+	if q.rows != nil {
+		q.rows.Close()
+	}
+	rows, err := tx.QueryContext(ctx, claimScanSQL, q.queue, nowUS, q.after.priority, q.after.runAt, q.after.id, filled)
+	if err != nil {
+		return err
+	}
+	q.rows, q.skipped = rows, 0
+	return q.next()
+}
+
+// next reads the following row into head.
+func (q *queueScan) next() error {
+	if !q.rows.Next() {
+		q.done = true
+		return q.rows.Err()
+	}
+	h := &q.head
+	return q.rows.Scan(&h.id, &h.priority, &h.runAt, &h.group, &h.running, &h.maxRun)
+}
+
+// claimIn picks and takes the jobs of one claim inside tx.
+func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time) ([]*readpast.Job, error) {
+	nowUS := micros(now)
+	ids, taken, err := pickJobs(ctx, tx, queues, p.Limit, nowUS)
+	if err != nil || len(ids) == 0 {
+		return []*readpast.Job{}, err
+	}
+	rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*readpast.Job, 0, len(ids))
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	if len(out) != len(ids) {
+		return nil, fmt.Errorf("claimed %d of %d picked jobs", len(out), len(ids))
+	}
+	if len(taken) > 0 {
+		js, err := countsJSON(taken)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, groupAddSQL, js); err != nil {
+			return nil, fmt.Errorf("take group slots: %w", err)
+		}
+	}
+	slices.SortFunc(out, func(a, b *readpast.Job) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// pickJobs walks the due pending jobs of every queue in claim order
+// (merging one index-ordered cursor per queue) and picks up to limit of
+// them: every ungrouped job, and of each group with free slots the jobs
+// among its first (free slots) due jobs across all queues, since a group is
+// one ordered stream whatever queues its jobs are in. Groups already full
+// are filtered out by the scan itself. It returns the picked ids and the
+// slots it took per group.
+func pickJobs(ctx context.Context, tx *sql.Tx, queues []string, limit int, nowUS int64) ([]int64, map[string]int, error) {
+	scans := make([]*queueScan, 0, len(queues))
+	defer func() {
+		for _, sc := range scans {
+			sc.rows.Close()
+		}
+	}()
+	first := candidate{id: math.MinInt64, runAt: math.MinInt64, priority: math.MinInt}
+	for _, q := range queues {
+		sc := &queueScan{queue: q, after: first}
+		scans = append(scans, sc)
+		if err := sc.open(ctx, tx, nowUS, "[]"); err != nil {
+			return nil, nil, err
+		}
+	}
+	var (
+		ids     []int64
+		heads   map[string]map[int64]bool // per group: the jobs it may still give
+		taken   map[string]int
+		blocked []string // groups that can give this claim nothing more
+	)
+	block := func(g string) {
+		if !slices.Contains(blocked, g) {
+			blocked = append(blocked, g)
+		}
+	}
+	for len(ids) < limit {
+		var best *queueScan
+		for _, sc := range scans {
+			if !sc.done && (best == nil || sc.head.less(best.head)) {
+				best = sc
+			}
+		}
+		if best == nil {
+			break
+		}
+		c := best.head
+		best.after = c
+		if !c.group.Valid {
+			ids = append(ids, c.id)
+		} else {
+			if heads == nil {
+				heads, taken = map[string]map[int64]bool{}, map[string]int{}
+			}
+			g := c.group.String
+			h, ok := heads[g]
+			if !ok {
+				var err error
+				if h, err = groupHead(ctx, tx, g, nowUS, c.maxRun-c.running); err != nil {
+					return nil, nil, err
+				}
+				heads[g] = h
+			}
+			if h[c.id] {
+				ids = append(ids, c.id)
+				taken[g]++
+				delete(h, c.id)
+				if len(h) == 0 {
+					block(g)
+				}
+			} else {
+				// Full, or its next job is older and in another queue.
+				best.skipped++
+				block(g)
+			}
+		}
+		if best.skipped >= scanRestartAfter {
+			js, err := json.Marshal(blocked)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := best.open(ctx, tx, nowUS, string(js)); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err := best.next(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ids, taken, nil
+}
+
+// groupHead returns the ids of the first n due pending jobs of group g in
+// claim order, across all queues.
+func groupHead(ctx context.Context, tx *sql.Tx, g string, nowUS int64, n int) (map[int64]bool, error) {
+	h := map[int64]bool{}
+	if n <= 0 {
+		return h, nil
+	}
+	rows, err := tx.QueryContext(ctx, groupHeadSQL, g, nowUS, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		h[id] = true
+	}
+	return h, rows.Err()
+}
+
+// Complete finishes running jobs as succeeded in one transaction, moving
+// each from the live table to history. The result has one entry per
+// completion: nil, readpast.ErrStaleToken or readpast.ErrNotFound.
+func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
+	if err := checkResults(cs); err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return []error{}, nil
+	}
+	var (
+		res   []error
+		freed bool
+	)
+	err := s.writeTx(ctx, "complete", func(tx *sql.Tx) error {
+		var err error
+		res, freed, err = completeIn(ctx, tx, cs, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freed {
+		s.wake()
+	}
+	return res, nil
+}
+
+// checkResults rejects a completion whose result is not JSON.
+func checkResults(cs []readpast.Completion) error {
+	for i, c := range cs {
+		if len(c.Result) > 0 && !json.Valid(c.Result) {
+			return &readpast.FieldError{Field: "result", Message: fmt.Sprintf("completion %d: not valid JSON", i)}
+		}
+	}
+	return nil
+}
+
+// completeIn applies completions inside tx in two set-based statements
+// (the repeats of an id in one batch, and the entries that matched no
+// running job, are then looked up one by one). freed reports whether a
+// group slot was freed.
+func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
+	batch := make([][3]any, 0, len(cs))
+	first := make(map[int64]bool, len(cs)) // id -> in batch
+	for _, c := range cs {
+		if first[c.ID] {
+			continue
+		}
+		first[c.ID] = true
+		var result any
+		if len(c.Result) > 0 {
+			result = string(c.Result)
+		}
+		batch = append(batch, [3]any{c.ID, c.Token, result})
+	}
+	js, err := json.Marshal(batch)
+	if err != nil {
+		return nil, false, err
+	}
+	rows, err := tx.QueryContext(ctx, completeMoveSQL, string(js), micros(now))
+	if err != nil {
+		return nil, false, err
+	}
+	moved := make(map[int64]bool, len(batch))
+	groups := map[string]int{}
+	for rows.Next() {
+		var (
+			id    int64
+			group sql.NullString
+		)
+		if err := rows.Scan(&id, &group); err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		moved[id] = true
+		if group.Valid {
+			groups[group.String]++
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, false, err
+	}
+	if len(moved) > 0 {
+		ids := make([]int64, 0, len(moved))
+		for id := range moved {
+			ids = append(ids, id)
+		}
+		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(ids)); err != nil {
+			return nil, false, err
+		}
+	}
+	res = make([]error, len(cs))
+	for i, c := range cs {
+		if first[c.ID] {
+			first[c.ID] = false // later repeats are looked up
+			if moved[c.ID] {
+				continue
+			}
+		}
+		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := releaseGroups(ctx, tx, groups); err != nil {
+		return nil, false, err
+	}
+	return res, len(groups) > 0, nil
+}
+
+// entryErr splits lookup's answer into a per-entry outcome and a failure.
+func entryErr(err error) (entry, fatal error) {
+	if err == nil || isEntryErr(err) {
+		return err, nil
+	}
+	return nil, err
+}
+
+// Fail records failed attempts in one transaction: a job with attempts left
+// (and not Discard) goes back to pending at RetryAt (zero: now), otherwise
+// it moves to history as failed. One entry per failure as for Complete.
+func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
+	if len(fs) == 0 {
+		return []error{}, nil
+	}
+	var (
+		res  []error
+		wake bool
+	)
+	err := s.writeTx(ctx, "fail", func(tx *sql.Tx) error {
+		var err error
+		res, wake, err = s.failIn(ctx, tx, fs, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if wake {
+		s.wake()
+	}
+	return res, nil
+}
+
+// failIn applies failures inside tx. wake reports whether a job became
+// pending or a group slot was freed.
+func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake bool, err error) {
+	nowUS := micros(now)
+	at := fromMicros(nowUS)
+	res = make([]error, len(fs))
+	groups := map[string]int{}
+	for i, f := range fs {
+		var (
+			attempt, maxAttempts int
+			errs, worker         string
+			group                sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group)
+		if errors.Is(err, sql.ErrNoRows) {
+			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, false)); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		newErrs, err := appendError(errs, readpast.AttemptError{
+			Attempt: attempt, At: at, Message: f.Message, Stack: f.Stack, Worker: worker,
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("job %d: %w", f.ID, err)
+		}
+		if attempt < maxAttempts && !f.Discard {
+			retryAt := nowUS
+			if !f.RetryAt.IsZero() {
+				retryAt = micros(f.RetryAt)
+			}
+			if _, err := tx.ExecContext(ctx, requeueSQL, f.ID, f.Token, retryAt, newErrs); err != nil {
+				return nil, false, err
+			}
+			wake = true
+		} else {
+			if err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS); err != nil {
+				return nil, false, err
+			}
+		}
+		if group.Valid {
+			groups[group.String]++
+		}
+	}
+	if err := releaseGroups(ctx, tx, groups); err != nil {
+		return nil, false, err
+	}
+	return res, wake || len(groups) > 0, nil
+}
+
+// moveToHistory moves live job id to history in state, with errs (nil
+// keeps its errors).
+func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) error {
+	if _, err := tx.ExecContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, deleteLiveSQL, id)
+	return err
+}
+
+// Extend renews a running job's lease to now+lease and returns the new
+// expiry; readpast.ErrStaleToken or readpast.ErrNotFound when the claim is
+// not current.
+func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.Duration) (time.Time, error) {
+	if err := readpast.CheckLease(lease); err != nil {
+		return time.Time{}, err
+	}
+	var expires int64
+	err := s.writeTx(ctx, "extend", func(tx *sql.Tx) error {
+		expires = micros(s.now().Add(lease))
+		r, err := tx.ExecContext(ctx, extendSQL, id, token, expires)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		return lookup(ctx, tx, id, token, false)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fromMicros(expires), nil
+}
+
+// Release gives a running job back unworked: pending and claimable at once
+// (in its old place in claim order), its attempt not counted, its group
+// slot freed.
+func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	err := s.writeTx(ctx, "release", func(tx *sql.Tx) error {
+		var group sql.NullString
+		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lookup(ctx, tx, id, token, false)
+		}
+		if err != nil {
+			return err
+		}
+		if group.Valid {
+			return releaseGroups(ctx, tx, map[string]int{group.String: 1})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.wake()
+	return nil
+}
+
+// Cancel moves a pending or running job to history as cancelled (a running
+// job's token stops being current and its group slot is freed).
+// readpast.ErrInvalidState for a finished job, readpast.ErrNotFound for an
+// unknown id.
+func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
+	var (
+		job   *readpast.Job
+		freed bool
+	)
+	err := s.writeTx(ctx, "cancel", func(tx *sql.Tx) error {
+		freed = false
+		var (
+			state string
+			group sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return historyErr(ctx, tx, id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, micros(s.now())); err != nil {
+			return err
+		}
+		if readpast.JobState(state) == readpast.StateRunning && group.Valid {
+			if err := releaseGroups(ctx, tx, map[string]int{group.String: 1}); err != nil {
+				return err
+			}
+			freed = true
+		}
+		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freed {
+		s.wake()
+	}
+	return job, nil
+}
+
+// historyErr is ErrInvalidState when job id is finished, else ErrNotFound.
+func historyErr(ctx context.Context, tx *sql.Tx, id int64) error {
+	var state string
+	err := tx.QueryRowContext(ctx, historyStateSQL, id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readpast.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+}
+
+// Retry makes a job pending now: a failed or cancelled job comes back from
+// history (same id, attempt 0, errors kept); a pending job's run_at becomes
+// now. readpast.ErrInvalidState for running and succeeded jobs.
+func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
+	var job *readpast.Job
+	err := s.writeTx(ctx, "retry", func(tx *sql.Tx) error {
+		nowUS := micros(s.now())
+		var (
+			state string
+			group sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
+		switch {
+		case err == nil && readpast.JobState(state) == readpast.StatePending:
+			if _, err := tx.ExecContext(ctx, runNowSQL, id, nowUS); err != nil {
+				return err
+			}
+		case err == nil:
+			return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+		case errors.Is(err, sql.ErrNoRows):
+			if err := tx.QueryRowContext(ctx, historyStateSQL, id).Scan(&state); errors.Is(err, sql.ErrNoRows) {
+				return readpast.ErrNotFound
+			} else if err != nil {
+				return err
+			}
+			if s := readpast.JobState(state); s != readpast.StateFailed && s != readpast.StateCancelled {
+				return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+			}
+			if _, err := tx.ExecContext(ctx, restoreSQL, id, nowUS); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, deleteHistorySQL, id); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+		job, err = scanJob(tx.QueryRowContext(ctx, getLiveSQL, id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return job, nil
+}

@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/readpast/readpast"
+)
+
+// defaultRescueLimit is RescueExpired's limit when given a non-positive one.
+const defaultRescueLimit = 1000
+
+// leaseExpiredMessage is the AttemptError message of a rescued claim.
+const leaseExpiredMessage = "lease expired"
+
+// RescueExpired ends up to limit claims whose lease has expired: each job
+// records a "lease expired" attempt error and goes back to pending, at once
+// claimable in its old place in claim order, when attempts remain,
+// otherwise to history as failed; its group slot is freed.
+// It returns how many claims it ended. A read-only probe keeps it off the
+// write lock when nothing has expired.
+func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+	if limit <= 0 {
+		limit = defaultRescueLimit
+	}
+	var expired bool
+	if err := s.readOp(ctx, "rescue probe", func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, rescueProbeSQL, micros(s.now())).Scan(&expired)
+	}); err != nil {
+		return 0, err
+	}
+	if !expired {
+		return 0, nil
+	}
+	var n int
+	err := s.writeTx(ctx, "rescue expired leases", func(tx *sql.Tx) error {
+		var err error
+		n, err = s.rescueIn(ctx, tx, limit)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		s.wake()
+	}
+	return n, nil
+}
+
+// expiredClaim is one claim RescueExpired ends.
+type expiredClaim struct {
+	id                   int64
+	token                string
+	attempt, maxAttempts int
+	errs, worker         string
+	group                sql.NullString
+}
+
+// rescueIn ends expired claims inside tx.
+func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error) {
+	now := s.now()
+	nowUS := micros(now)
+	rows, err := tx.QueryContext(ctx, rescueFetchSQL, nowUS, limit)
+	if err != nil {
+		return 0, err
+	}
+	var claims []expiredClaim
+	for rows.Next() {
+		var c expiredClaim
+		if err := rows.Scan(&c.id, &c.token, &c.attempt, &c.maxAttempts, &c.errs, &c.worker, &c.group); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		claims = append(claims, c)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, err
+	}
+	groups := map[string]int{}
+	for _, c := range claims {
+		errs, err := appendError(c.errs, readpast.AttemptError{
+			Attempt: c.attempt, At: fromMicros(nowUS), Message: leaseExpiredMessage, Worker: c.worker,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if c.attempt < c.maxAttempts {
+			if _, err := tx.ExecContext(ctx, requeueSQL, c.id, c.token, nil, errs); err != nil {
+				return 0, err
+			}
+		} else if err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
+			return 0, err
+		}
+		if c.group.Valid {
+			groups[c.group.String]++
+		}
+	}
+	if err := releaseGroups(ctx, tx, groups); err != nil {
+		return 0, err
+	}
+	return len(claims), nil
+}
+
+// SetGroupLimit sets how many jobs of group may run at once.
+func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
+	if err := readpast.CheckGroupLimit(group, limit); err != nil {
+		return err
+	}
+	err := s.writeTx(ctx, "set group limit", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.wake() // a raised limit frees slots
+	return nil
+}
+
+// Prune deletes up to p.Limit history rows in p.State that finished before
+// p.Before and returns how many it deleted.
+func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = s.writeTx(ctx, "prune", func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, pruneSQL, string(p.State), micros(p.Before), p.Limit)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

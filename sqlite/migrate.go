@@ -1,0 +1,148 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/readpast/readpast"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one schema step, from migrations/NNNN_name.sql.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations reads the embedded migrations in version order.
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("sqlite: bad migration file name %q", name)
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: name, sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("sqlite: migration %q out of sequence (want version %d)", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the schema version this code migrates to.
+func SchemaVersion() int {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// Migrate brings the schema up to date in one write transaction. It returns
+// an error wrapping readpast.ErrSchemaTooNew, and changes nothing, when the
+// database was migrated by a newer readpast. Concurrent Migrate calls from
+// several processes are safe: they serialize on the write lock.
+func (s *Store) Migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	latest := len(ms)
+
+	// Check first with a read, so a newer database is never write-locked.
+	var current int
+	if err := s.retry(ctx, "read schema version", func() error {
+		var err error
+		current, err = schemaVersion(ctx, s.write)
+		return err
+	}); err != nil {
+		return err
+	}
+	if current > latest {
+		return fmt.Errorf("sqlite: %q has schema version %d, this readpast knows up to %d: %w",
+			s.path, current, latest, readpast.ErrSchemaTooNew)
+	}
+	if current == latest {
+		return nil
+	}
+
+	return s.writeTx(ctx, "migrate", func(tx *sql.Tx) error {
+		current, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if current > latest {
+			return fmt.Errorf("%q has schema version %d, this readpast knows up to %d: %w",
+				s.path, current, latest, readpast.ErrSchemaTooNew)
+		}
+		if _, err := tx.ExecContext(ctx, createVersionTableSQL); err != nil {
+			return err
+		}
+		for _, m := range ms[current:] {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, insertVersionSQL, m.version, micros(s.now())); err != nil {
+				return fmt.Errorf("migration %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// querier is what schemaVersion needs from a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// schemaVersion returns the highest applied migration, 0 for a new database.
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, versionTableExistsSQL).Scan(&n); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	var v sql.NullInt64
+	if err := q.QueryRowContext(ctx, currentVersionSQL).Scan(&v); err != nil {
+		return 0, err
+	}
+	return int(v.Int64), nil
+}
+
+// Schema version bookkeeping. The table is created by Migrate itself, not
+// by a migration, so every version of readpast can read it.
+const (
+	versionTableExistsSQL = `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'readpast_schema_migrations'`
+	currentVersionSQL     = `SELECT max(version) FROM readpast_schema_migrations`
+	createVersionTableSQL = `CREATE TABLE IF NOT EXISTS readpast_schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    applied_at INTEGER NOT NULL
+)`
+	insertVersionSQL = `INSERT INTO readpast_schema_migrations (version, applied_at) VALUES (?, ?)`
+)

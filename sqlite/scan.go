@@ -1,0 +1,164 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// rowScanner is a *sql.Row or *sql.Rows.
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// scanJob reads the 18 columns of liveSelect or historySelect.
+func scanJob(r rowScanner) (*readpast.Job, error) {
+	var (
+		j                        readpast.Job
+		payload, state, errs     string
+		token, worker, group     sql.NullString
+		result                   sql.NullString
+		runAt, createdAt         int64
+		lease, started, finished sql.NullInt64
+	)
+	if err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
+		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result); err != nil {
+		return nil, err
+	}
+	j.Payload = json.RawMessage(payload)
+	j.State = readpast.JobState(state)
+	j.RunAt = fromMicros(runAt)
+	j.Token = token.String
+	j.LeaseExpiresAt = optTime(lease)
+	j.Worker = worker.String
+	if group.Valid {
+		g := group.String
+		j.Group = &g
+	}
+	j.CreatedAt = fromMicros(createdAt)
+	j.StartedAt = optTime(started)
+	j.FinishedAt = optTime(finished)
+	var err error
+	if j.Errors, err = decodeErrors(errs); err != nil {
+		return nil, fmt.Errorf("job %d: %w", j.ID, err)
+	}
+	if result.Valid {
+		j.Result = json.RawMessage(result.String)
+	}
+	return &j, nil
+}
+
+// optTime converts a nullable microsecond column.
+func optTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// decodeErrors parses the errors column; the result is never nil.
+func decodeErrors(s string) ([]readpast.AttemptError, error) {
+	errs := []readpast.AttemptError{}
+	if s == "" {
+		return errs, nil
+	}
+	if err := json.Unmarshal([]byte(s), &errs); err != nil {
+		return nil, fmt.Errorf("decode errors column: %w", err)
+	}
+	if errs == nil {
+		errs = []readpast.AttemptError{}
+	}
+	return errs, nil
+}
+
+// appendError adds one attempt error to the errors column's JSON.
+func appendError(column string, e readpast.AttemptError) (string, error) {
+	errs, err := decodeErrors(column)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(append(errs, e))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// nullString is NULL for "".
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// idsJSON renders ids as a JSON array for json_each.
+func idsJSON(ids []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// countsJSON renders per-group counts as a JSON object for json_each.
+func countsJSON(m map[string]int) (string, error) {
+	b, err := json.Marshal(m)
+	return string(b), err
+}
+
+// lookup explains why a worker's write (id, token, running) matched nothing:
+// ErrNotFound when no job has the id, otherwise ErrStaleToken. With
+// completed set, a job that succeeded with this very token yields nil (an
+// idempotent repeat of the completion).
+func lookup(ctx context.Context, q querier, id int64, token string, completed bool) error {
+	var state, tok string
+	err := q.QueryRowContext(ctx, lookupSQL, id).Scan(&state, &tok)
+	if errors.Is(err, sql.ErrNoRows) {
+		return readpast.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if completed && readpast.JobState(state) == readpast.StateSucceeded && token != "" && tok == token {
+		return nil
+	}
+	return readpast.ErrStaleToken
+}
+
+// isEntryErr reports whether err is a per-entry outcome rather than a
+// failure of the whole call.
+func isEntryErr(err error) bool {
+	return errors.Is(err, readpast.ErrNotFound) || errors.Is(err, readpast.ErrStaleToken)
+}
+
+// releaseGroups takes freed slots off each group's running count in tx.
+func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error {
+	if len(freed) == 0 {
+		return nil
+	}
+	js, err := countsJSON(freed)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, groupSubSQL, js); err != nil {
+		return fmt.Errorf("free group slots: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, groupForgetSQL, js); err != nil {
+		return fmt.Errorf("free group slots: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,402 @@
+// Package sqlite is the embedded readpast store: one SQLite file, opened with
+// the pure-Go driver modernc.org/sqlite, so programs that use it build
+// without cgo.
+//
+// The database runs in WAL mode. Every write transaction starts with BEGIN
+// IMMEDIATE (it takes the write lock up front), goes through a one-connection
+// write pool, and is retried as a whole when SQLite reports SQLITE_BUSY or
+// SQLITE_LOCKED, so a transient lock never reaches a caller as an error.
+// Reads (Get, List, Stats) use a separate read-only pool and never wait for
+// writers.
+//
+// Unlike the PostgreSQL store, one writer runs at a time: claims serialize
+// instead of skipping each other's locked rows, and Subscribe only hears
+// about jobs made claimable by the same Store; other processes sharing the
+// file are found by polling.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/readpast/readpast"
+)
+
+// Defaults for Options.
+const (
+	// DefaultBusyTimeout is how long one SQLite statement waits for a lock
+	// held by another connection before the store's retry loop takes over.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultLockTimeout bounds the store's retries of one transaction that
+	// keeps finding the database locked.
+	DefaultLockTimeout = time.Minute
+	// DefaultReadConns is the size of the read-only connection pool.
+	DefaultReadConns = 4
+)
+
+// Options tunes Open. The zero value is ready to use.
+type Options struct {
+	// Logger receives the store's warnings (lock contention that outlasts
+	// the retries). Nil discards them.
+	Logger *slog.Logger
+	// BusyTimeout is SQLite's busy_timeout: how long one attempt waits for
+	// a lock held by another connection. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// LockTimeout bounds how long the store keeps retrying a transaction
+	// that finds the database busy or locked before it returns the error.
+	// Zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// ReadConns is the size of the read-only pool used by Get, List and
+	// Stats. Zero means DefaultReadConns.
+	ReadConns int
+	// SynchronousNormal sets synchronous=NORMAL instead of FULL: faster
+	// commits, but the last transactions before a power failure (not a
+	// process crash) may be lost.
+	SynchronousNormal bool
+	// SkipMigrate makes Open skip Migrate (and its schema version check).
+	SkipMigrate bool
+}
+
+// Store is a readpast.Store and readpast.Notifier on one SQLite file.
+// It is safe for concurrent use. Several processes may open the same file.
+type Store struct {
+	path        string
+	write       *sql.DB // one connection, BEGIN IMMEDIATE transactions
+	read        *sql.DB // read-only pool
+	log         *slog.Logger
+	lockTimeout time.Duration
+	now         func() time.Time
+
+	mu     sync.Mutex
+	subs   map[chan struct{}]struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+var (
+	_ readpast.Store    = (*Store)(nil)
+	_ readpast.Notifier = (*Store)(nil)
+)
+
+// sqliteHeader starts every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+// Open opens (creating it if needed) the SQLite database at path, creates
+// its directory when missing, and migrates it unless opts.SkipMigrate.
+//
+// It fails with a clear error when the directory cannot be created, when
+// path holds a file that is not a SQLite database (the file is left as it
+// is), and with readpast.ErrSchemaTooNew when a newer readpast migrated the
+// database (nothing is changed).
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	if path == ":memory:" || hasPrefixFold(path, "file::memory:") {
+		return nil, errors.New("sqlite: in-memory databases are not supported; use a file (in tests, one in t.TempDir())")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: database path %q: %w", path, err)
+	}
+	if err := checkFile(abs); err != nil {
+		return nil, err
+	}
+
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = DefaultReadConns
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		path:        abs,
+		log:         log,
+		lockTimeout: opts.LockTimeout,
+		now:         time.Now,
+		subs:        make(map[chan struct{}]struct{}),
+		closed:      make(chan struct{}),
+	}
+
+	syncMode := "FULL"
+	if opts.SynchronousNormal {
+		syncMode = "NORMAL"
+	}
+	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+busy+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous("+syncMode+")")
+	q.Set("_txlock", "immediate")
+	s.write, err = sql.Open("sqlite", dsn(abs, q))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", abs, err)
+	}
+	// One writer connection: SQLite runs one write transaction at a time,
+	// so writers of this process queue in database/sql instead of polling
+	// SQLite's lock.
+	s.write.SetMaxOpenConns(1)
+	s.write.SetMaxIdleConns(1)
+	s.write.SetConnMaxIdleTime(0)
+	s.write.SetConnMaxLifetime(0)
+
+	if err := s.initWAL(ctx); err != nil {
+		s.write.Close()
+		return nil, err
+	}
+
+	rq := url.Values{}
+	rq.Add("_pragma", "busy_timeout("+busy+")")
+	rq.Add("_pragma", "query_only(1)")
+	s.read, err = sql.Open("sqlite", dsn(abs, rq))
+	if err != nil {
+		s.write.Close()
+		return nil, fmt.Errorf("sqlite: open %q: %w", abs, err)
+	}
+	s.read.SetMaxOpenConns(opts.ReadConns)
+	s.read.SetMaxIdleConns(opts.ReadConns)
+
+	if !opts.SkipMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// dsn makes the driver's URI for the file at abs with query parameters q.
+func dsn(abs string, q url.Values) string {
+	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
+}
+
+// checkFile makes sure abs can hold a SQLite database without touching an
+// existing file: its directory exists (it is created if missing), and an
+// existing non-empty file starts with the SQLite header.
+func checkFile(abs string) error {
+	dir := filepath.Dir(abs)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("sqlite: cannot create directory %q for database %q: %w", dir, abs, err)
+	}
+	fi, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: database %q: %w", abs, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("sqlite: database path %q is a directory", abs)
+	}
+	if fi.Size() == 0 {
+		return nil // SQLite treats an empty file as an empty database
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return fmt.Errorf("sqlite: database %q: %w", abs, err)
+	}
+	defer f.Close()
+	head := make([]byte, len(sqliteHeader))
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != sqliteHeader {
+		return fmt.Errorf("sqlite: %q is not a SQLite database (no SQLite header); the file was not changed", abs)
+	}
+	return nil
+}
+
+// initWAL switches the database to WAL mode (a no-op when it already is).
+func (s *Store) initWAL(ctx context.Context) error {
+	return s.retry(ctx, "enable WAL", func() error {
+		var mode string
+		if err := s.write.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+			return err
+		}
+		if mode != "wal" {
+			return fmt.Errorf("journal mode is %q, want wal", mode)
+		}
+		return nil
+	})
+}
+
+// DB returns the store's write pool. Use it to begin the transactions given
+// to EnqueueTx and CompleteTx. It has one connection: while a transaction
+// on it is open, every other write of this Store waits for it to end, so do
+// not call the Store's own write methods (Enqueue, Claim, ...) inside one.
+func (s *Store) DB() *sql.DB { return s.write }
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both connection pools and every Subscribe channel.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closed)
+		s.mu.Lock()
+		for ch := range s.subs {
+			delete(s.subs, ch)
+			close(ch)
+		}
+		s.mu.Unlock()
+		if s.read != nil {
+			err = s.read.Close()
+		}
+		err = errors.Join(err, s.write.Close())
+	})
+	return err
+}
+
+// Subscribe returns a channel that receives a value soon after this Store
+// commits a change that makes jobs claimable (enqueue, retry, release, a
+// failure or rescue with attempts left, a group slot freed). Signals are
+// coalesced. Changes made by other processes are not signalled: poll for
+// them. The channel is closed when ctx ends or the Store is closed.
+func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	select {
+	case <-s.closed:
+		s.mu.Unlock()
+		return nil, errors.New("sqlite: store is closed")
+	default:
+	}
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.closed:
+		}
+		s.mu.Lock()
+		if _, ok := s.subs[ch]; ok {
+			delete(s.subs, ch)
+			close(ch)
+		}
+		s.mu.Unlock()
+	}()
+	return ch, nil
+}
+
+// wake signals every subscriber without blocking.
+func (s *Store) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any extended
+// code): another connection holds a lock, and trying again later may work.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs fn until it returns an error that is not busy/locked, ctx ends,
+// or the lock timeout passes, sleeping with jittered exponential backoff
+// between attempts. fn must be safe to run again from scratch.
+func (s *Store) retry(ctx context.Context, op string, fn func() error) error {
+	start := time.Now()
+	backoff := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !isBusy(err) || ctx.Err() != nil {
+			return fmt.Errorf("sqlite: %s: %w", op, err)
+		}
+		if time.Since(start) > s.lockTimeout {
+			s.log.WarnContext(ctx, "sqlite database stayed locked", slog.String("op", op),
+				slog.Int("attempts", attempt), slog.Duration("waited", time.Since(start)), slog.Any("error", err))
+			return fmt.Errorf("sqlite: %s: database stayed locked for %s: %w", op, time.Since(start).Round(time.Millisecond), err)
+		}
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("sqlite: %s: %w", op, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE) and commits it,
+// running the whole transaction again when the database is busy or locked.
+// fn must reset whatever it records outside the database on each run.
+func (s *Store) writeTx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	return s.retry(ctx, op, func() error {
+		tx, err := s.write.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+}
+
+// readOp runs fn against the read pool, retrying when the database is busy.
+func (s *Store) readOp(ctx context.Context, op string, fn func(db *sql.DB) error) error {
+	return s.retry(ctx, op, func() error { return fn(s.read) })
+}
+
+// micros converts t to unix microseconds.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros converts unix microseconds to a UTC time.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// hasPrefixFold reports whether s starts with prefix, ignoring ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		a, b := s[i], prefix[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,60 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/readpast/readpast"
+)
+
+// EnqueueTx inserts jobs inside the caller's transaction tx, which must be
+// a transaction on s.DB(): the jobs exist if and only if tx commits. It
+// validates and returns the jobs as Enqueue does.
+//
+// Subscribers are woken when EnqueueTx returns, before tx commits; a claim
+// they start waits for tx to end, since it needs the same write connection.
+// There is no retry on SQLITE_BUSY here: the caller owns the transaction.
+func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("sqlite: EnqueueTx: nil transaction")
+	}
+	norm, err := normalizeJobs(jobs, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if len(norm) == 0 {
+		return []*readpast.Job{}, nil
+	}
+	out, err := insertJobs(ctx, tx, norm, s.now())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
+	}
+	s.wake()
+	return out, nil
+}
+
+// CompleteTx finishes running job id as succeeded inside the caller's
+// transaction tx (on s.DB()), so the completion stands if and only if tx
+// commits. It returns nil, readpast.ErrStaleToken or readpast.ErrNotFound as
+// Complete does for one entry, or another error when the statement failed
+// (then roll tx back).
+func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id int64, token string, result json.RawMessage) error {
+	if tx == nil {
+		return errors.New("sqlite: CompleteTx: nil transaction")
+	}
+	cs := []readpast.Completion{{ID: id, Token: token, Result: result}}
+	if err := checkResults(cs); err != nil {
+		return err
+	}
+	res, freed, err := completeIn(ctx, tx, cs, s.now())
+	if err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	if freed {
+		s.wake()
+	}
+	return res[0]
+}
