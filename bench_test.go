@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/sqlite"
 )
 
 var (
@@ -55,6 +57,14 @@ func benchPG(b *testing.B) *postgres.Store {
 //	go test -run '^$' -bench Drain -benchtime 3x .
 func BenchmarkDrain(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { benchDrain(b, benchPG(b)) })
+	b.Run("sqlite", func(b *testing.B) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		benchDrain(b, s)
+	})
 }
 
 func benchDrain(b *testing.B, s readpast.Store) {

@@ -74,6 +74,14 @@ type Notifier interface {
 	Subscribe(ctx context.Context) (<-chan struct{}, error)
 }
 
+// SchemaVersioner is implemented by stores that report their schema
+// version, for `readpast migrate status`.
+type SchemaVersioner interface {
+	// SchemaVersion returns the database's schema version (0 before the
+	// first migration) and the latest version this code knows.
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+}
+
 // PruneParams selects finished jobs to delete.
 type PruneParams struct {
 	State  JobState

@@ -41,8 +41,9 @@ type Store struct {
 }
 
 var (
-	_ readpast.Store    = (*Store)(nil)
-	_ readpast.Notifier = (*Store)(nil)
+	_ readpast.Store           = (*Store)(nil)
+	_ readpast.Notifier        = (*Store)(nil)
+	_ readpast.SchemaVersioner = (*Store)(nil)
 )
 
 // Open connects to the database at url (a postgres:// URL or key=value

@@ -53,6 +53,8 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
+var _ readpast.SchemaVersioner = (*Store)(nil)
+
 // SchemaVersion is the schema version this code migrates to.
 func SchemaVersion() int {
 	ms, err := loadMigrations()
@@ -112,6 +114,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// SchemaVersion reports the database's schema version (0 before the first
+// migration, when the version table does not exist yet) and the latest
+// version this code knows. It only reads: it works on a store opened with
+// SkipMigrate, and on a database migrated by a newer readpast (current is
+// then greater than latest).
+func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err error) {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	latest = len(ms)
+	if err := s.readOp(ctx, "read schema version", func(db *sql.DB) error {
+		var err error
+		current, err = schemaVersion(ctx, db)
+		return err
+	}); err != nil {
+		return 0, latest, err
+	}
+	return current, latest, nil
 }
 
 // querier is what schemaVersion needs from a *sql.DB or *sql.Tx.

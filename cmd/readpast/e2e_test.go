@@ -281,17 +281,19 @@ func runE2E(t *testing.T, bin, db string) {
 	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", "version", "--json")), &ver); err != nil || ver.Version == "" {
 		t.Errorf("version --json: %+v %v", ver, err)
 	}
-	if out := mustCLI(t, bin, "", "migrate", "status", "--database-url", db); !strings.Contains(out, "readpast migrate up") {
+	if out := mustCLI(t, bin, "", "migrate", "status", "--database-url", db); !strings.HasPrefix(out, "schema version 0 of ") || !strings.Contains(out, " pending)") {
 		t.Errorf("migrate status before migrating = %q", out)
 	}
 	if out := mustCLI(t, bin, "", "migrate", "up", "--database-url", db); !strings.Contains(out, "up to date") {
 		t.Errorf("migrate up = %q", out)
 	}
-	var ms struct {
-		UpToDate bool `json:"up_to_date"`
-	}
-	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", "migrate", "status", "--json", "--database-url", db)), &ms); err != nil || !ms.UpToDate {
+	var ms struct{ Current, Latest, Pending int }
+	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", "migrate", "status", "--json", "--database-url", db)), &ms); err != nil ||
+		ms.Latest < 1 || ms.Current != ms.Latest || ms.Pending != 0 {
 		t.Errorf("migrate status --json after migrating: %+v %v", ms, err)
+	}
+	if out, want := mustCLI(t, bin, "", "migrate", "status", "--database-url", db), fmt.Sprintf("schema version %d of %d (up to date)\n", ms.Latest, ms.Latest); out != want {
+		t.Errorf("migrate status after migrating = %q, want %q", out, want)
 	}
 	if r := runCLI(t, bin, "", "migrate", "sideways", "--database-url", db); r.code != 2 {
 		t.Errorf("migrate sideways: exit %d", r.code)

@@ -9,14 +9,41 @@ import (
 	"github.com/readpast/readpast"
 )
 
-// schemaVersioner is implemented by stores that can report their schema
-// version (the one applied to the database, and the newest this code
-// knows).
-type schemaVersioner interface {
-	SchemaVersion(ctx context.Context) (current, latest int, err error)
+// versionStatus is what `migrate status --json` prints for a store that
+// reports its schema version (readpast.SchemaVersioner).
+type versionStatus struct {
+	// Current is the schema version applied to the database, 0 before the
+	// first migration.
+	Current int `json:"current"`
+	// Latest is the newest version this readpast knows.
+	Latest int `json:"latest"`
+	// Pending is how many migrations `migrate up` would apply: 0 when the
+	// schema is up to date, and when it is newer than this readpast.
+	Pending int `json:"pending"`
 }
 
-// migrateStatus is what `migrate status --json` prints.
+// newVersionStatus returns the status of a schema at version current when
+// this code knows up to latest.
+func newVersionStatus(current, latest int) versionStatus {
+	return versionStatus{Current: current, Latest: latest, Pending: max(latest-current, 0)}
+}
+
+// String is the one-line form `migrate status` prints.
+func (v versionStatus) String() string {
+	var state string
+	switch {
+	case v.Current == v.Latest:
+		state = "up to date"
+	case v.Current > v.Latest:
+		state = "NEWER than this readpast"
+	default:
+		state = fmt.Sprintf("%d migration%s pending", v.Pending, map[bool]string{true: "s"}[v.Pending != 1])
+	}
+	return fmt.Sprintf("schema version %d of %d (%s)", v.Current, v.Latest, state)
+}
+
+// migrateStatus is what `migrate up --json` prints, and `migrate status
+// --json` for a store that does not report its schema version.
 type migrateStatus struct {
 	// Current is the applied schema version; -1 when the store cannot say.
 	Current int `json:"current"`
@@ -74,6 +101,21 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return nil
 	}
 
+	if sv, ok := store.(readpast.SchemaVersioner); ok {
+		cur, latest, err := sv.SchemaVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("schema version: %w", err)
+		}
+		vs := newVersionStatus(cur, latest)
+		if *asJSON {
+			return writeJSON(stdout, vs)
+		}
+		fmt.Fprintln(stdout, vs)
+		return nil
+	}
+
+	// A store that does not report its version: check that the schema
+	// answers a query.
 	st, err := schemaStatus(ctx, store)
 	if err != nil {
 		return err
@@ -81,18 +123,10 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *asJSON {
 		return writeJSON(stdout, st)
 	}
-	switch {
-	case st.Current < 0 && st.UpToDate:
+	if st.UpToDate {
 		fmt.Fprintln(stdout, "schema is in place (this store does not report its version)")
-	case st.Current < 0:
+	} else {
 		fmt.Fprintln(stdout, "schema is missing or unusable: run 'readpast migrate up'")
-	case st.UpToDate:
-		fmt.Fprintf(stdout, "schema is up to date (version %d)\n", st.Current)
-	case st.Current > st.Latest:
-		fmt.Fprintf(stdout, "schema version %d is newer than this readpast (knows up to %d): upgrade readpast\n", st.Current, st.Latest)
-	default:
-		fmt.Fprintf(stdout, "schema version %d of %d: %d migration(s) pending; run 'readpast migrate up'\n",
-			st.Current, st.Latest, st.Latest-st.Current)
 	}
 	return nil
 }
@@ -100,7 +134,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // schemaStatus asks the store for its schema version when it can tell, and
 // otherwise checks that the schema answers a query.
 func schemaStatus(ctx context.Context, store readpast.Store) (migrateStatus, error) {
-	if sv, ok := store.(schemaVersioner); ok {
+	if sv, ok := store.(readpast.SchemaVersioner); ok {
 		cur, latest, err := sv.SchemaVersion(ctx)
 		if err != nil {
 			return migrateStatus{}, fmt.Errorf("schema version: %w", err)
