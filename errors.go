@@ -28,6 +28,7 @@ type FieldError struct {
 	Message string
 }
 
+// Error names the field and what is wrong with it.
 func (e *FieldError) Error() string { return fmt.Sprintf("invalid %s: %s", e.Field, e.Message) }
 
 // Is makes errors.Is(err, ErrInvalid) true.

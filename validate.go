@@ -1,10 +1,12 @@
 package readpast
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MaxClaimLimit caps how many jobs one claim may take.
@@ -141,6 +143,48 @@ func checkName(field, s string, required bool) error {
 	}
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
 		return invalid(field, "must be printable characters without spaces")
+	}
+	return nil
+}
+
+// Limits on what one failed attempt records.
+const (
+	MaxErrorMessage = 16 << 10
+	MaxErrorStack   = 64 << 10
+)
+
+// Normalize makes f storable everywhere: message and stack become valid
+// UTF-8 without NUL bytes (PostgreSQL text cannot hold them) and are cut
+// to MaxErrorMessage and MaxErrorStack bytes.
+func (f Failure) Normalize() Failure {
+	f.Message = cleanText(f.Message, MaxErrorMessage)
+	f.Stack = cleanText(f.Stack, MaxErrorStack)
+	return f
+}
+
+func cleanText(s string, max int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) { // do not cut a rune in half
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// CheckResult reports whether a job result can be stored by every store:
+// valid JSON without the \u0000 escape, which PostgreSQL's jsonb rejects.
+func CheckResult(r json.RawMessage) error {
+	if len(r) == 0 {
+		return nil
+	}
+	if !json.Valid(r) {
+		return invalid("result", "not valid JSON")
+	}
+	if bytes.Contains(r, []byte(`\u0000`)) {
+		return invalid("result", `contains \u0000, which cannot be stored`)
 	}
 	return nil
 }

@@ -91,4 +91,5 @@ type PanicError struct {
 	Stack string
 }
 
+// Error gives the panic's value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
