@@ -2,6 +2,7 @@ package readpast
 
 import (
 	"encoding/json"
+	"sort"
 	"time"
 )
 
@@ -174,4 +175,19 @@ type QueueStats struct {
 	Queue string   `json:"queue"`
 	State JobState `json:"state"`
 	Count int64    `json:"count"`
+}
+
+// SortStats orders stats by queue, then state in lifecycle order, the
+// order every store returns them in.
+func SortStats(st []QueueStats) {
+	rank := map[JobState]int{}
+	for i, s := range AllStates {
+		rank[s] = i
+	}
+	sort.Slice(st, func(i, j int) bool {
+		if st[i].Queue != st[j].Queue {
+			return st[i].Queue < st[j].Queue
+		}
+		return rank[st[i].State] < rank[st[j].State]
+	})
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -22,27 +21,30 @@ type querier interface {
 }
 
 // enqueueArgs validates jobs and lays them out as the parallel arrays of
-// sql/enqueue.sql.
-func enqueueArgs(jobs []readpast.EnqueueParams, notify bool) ([]any, error) {
+// sql/enqueue.sql. A zero RunAt goes as NULL: now on the database's clock.
+func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
 	now := time.Now()
 	n := len(jobs)
 	queues, kinds, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int32, n), make([]int32, n)
-	runAt := make([]time.Time, n)
+	runAt := make([]*time.Time, n)
 	groups := make([]*string, n)
 	for i, p := range jobs {
+		runNow := p.RunAt.IsZero()
 		p, err := p.Normalize(now)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		queues[i], kinds[i], payloads[i] = p.Queue, p.Kind, string(p.Payload)
-		prios[i], maxAtt[i], runAt[i] = int32(p.Priority), int32(p.MaxAttempts), p.RunAt
+		prios[i], maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
+		if !runNow {
+			runAt[i] = &p.RunAt
+		}
 		if p.Group != "" {
-			g := p.Group
-			groups[i] = &g
+			groups[i] = &p.Group
 		}
 	}
-	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, notify}, nil
+	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups}, nil
 }
 
 func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
@@ -62,7 +64,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs, true)
+	args, err := enqueueArgs(jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -115,31 +117,38 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, nil
 }
 
-// parseTokens checks that tokens are UUIDs and returns them in canonical
-// form (the statements cast them to uuid). A malformed token can never be
-// current, so its entry is ErrStaleToken without asking the database.
-func parseTokens(tokens []string) ([]string, []error) {
-	canon := make([]string, len(tokens))
-	errs := make([]error, len(tokens))
-	for i, t := range tokens {
-		u, err := uuid.Parse(t)
-		if err != nil {
-			errs[i] = readpast.ErrStaleToken
-			canon[i] = uuid.Nil.String()
-			continue
-		}
-		canon[i] = u.String()
+// canonToken returns a token in the canonical form the statements cast to
+// uuid; false for a malformed token, which can never be current.
+func canonToken(t string) (string, bool) {
+	u, err := uuid.Parse(t)
+	if err != nil {
+		return "", false
 	}
-	return canon, errs
+	return u.String(), true
 }
 
-// explain fills the entries of the writes that matched nothing: nil when
+// batch is the part of a Complete or Fail batch that reaches the
+// database: each job once, with a well-formed token. Entries that repeat
+// an earlier id are settled from that entry's outcome (see settleRepeats).
+type batch struct {
+	idx    []int // positions in the caller's slice
+	ids    []int64
+	tokens []string
+}
+
+func (b *batch) add(i int, id int64, token string) {
+	b.idx = append(b.idx, i)
+	b.ids = append(b.ids, id)
+	b.tokens = append(b.tokens, token)
+}
+
+// explain settles the entries of b whose write matched nothing: nil when
 // the job already succeeded with that very token (a retried completion),
 // ErrStaleToken when the job exists, ErrNotFound otherwise.
-func explain(ctx context.Context, q querier, ids []int64, tokens []string, done map[int64]bool, errs []error, completing bool) error {
+func explain(ctx context.Context, q querier, b batch, done map[int64]bool, errs []error, completing bool) error {
 	var missing []int64
-	for i, id := range ids {
-		if errs[i] == nil && !done[id] {
+	for _, id := range b.ids {
+		if !done[id] {
 			missing = append(missing, id)
 		}
 	}
@@ -169,49 +178,91 @@ func explain(ctx context.Context, q querier, ids []int64, tokens []string, done 
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for i, id := range ids {
-		if errs[i] != nil || done[id] {
+	for k, id := range b.ids {
+		if done[id] {
 			continue
 		}
 		w, ok := found[id]
 		switch {
 		case !ok:
-			errs[i] = readpast.ErrNotFound
-		case completing && w.state == string(readpast.StateSucceeded) && w.token == tokens[i]:
-			errs[i] = nil
+			errs[b.idx[k]] = readpast.ErrNotFound
+		case completing && w.state == string(readpast.StateSucceeded) && w.token == b.tokens[k]:
+			errs[b.idx[k]] = nil
 		default:
-			errs[i] = readpast.ErrStaleToken
+			errs[b.idx[k]] = readpast.ErrStaleToken
 		}
 	}
 	return nil
 }
 
-func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
-	ids := make([]int64, len(cs))
-	tokens := make([]string, len(cs))
-	results := make([]*string, len(cs))
-	for i, c := range cs {
-		ids[i], tokens[i] = c.ID, c.Token
-		if len(c.Result) > 0 {
-			if !json.Valid(c.Result) {
-				return nil, &readpast.FieldError{Field: "result", Message: "not valid JSON"}
-			}
-			r := string(c.Result)
-			results[i] = &r
+// settleRepeats gives each entry that repeats an earlier entry's id the
+// outcome it would have had one statement later: a completion repeated
+// with the same token is idempotent and shares the first outcome; any
+// other repeat finds the claim already ended (or the job unknown).
+func settleRepeats(ids []int64, tokens []string, first map[int64]int, errs []error, completing bool) {
+	for i, id := range ids {
+		f := first[id]
+		switch {
+		case f == i:
+		case errors.Is(errs[f], readpast.ErrNotFound):
+			errs[i] = readpast.ErrNotFound
+		case completing && tokens[i] == tokens[f] && errs[f] == nil:
+			errs[i] = nil
+		default:
+			errs[i] = readpast.ErrStaleToken
 		}
 	}
-	uuids, errs := parseTokens(tokens)
-	done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, ids, uuids, results))
-	if err != nil {
+}
+
+func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
+	errs := make([]error, len(cs))
+	ids, tokens := make([]int64, len(cs)), make([]string, len(cs))
+	first := map[int64]int{}
+	var b, malformed batch
+	var results []*string
+	for i, c := range cs {
+		ids[i], tokens[i] = c.ID, c.Token
+		if _, dup := first[c.ID]; dup {
+			continue
+		}
+		first[c.ID] = i
+		if err := readpast.CheckResult(c.Result); err != nil {
+			errs[i] = err
+			continue
+		}
+		tok, ok := canonToken(c.Token)
+		if !ok {
+			malformed.add(i, c.ID, "")
+			continue
+		}
+		b.add(i, c.ID, tok)
+		var r *string
+		if len(c.Result) > 0 {
+			str := string(c.Result)
+			r = &str
+		}
+		results = append(results, r)
+	}
+	if len(b.ids) > 0 {
+		done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
+		if err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+		if err := explain(ctx, q, b, done, errs, true); err != nil {
+			return nil, fmt.Errorf("complete: %w", err)
+		}
+	}
+	// A malformed token is never current: stale, or the job is unknown.
+	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
-	if err := explain(ctx, q, ids, tokens, done, errs, true); err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
-	}
+	settleRepeats(ids, tokens, first, errs, true)
 	return errs, nil
 }
 
-// Complete finishes running jobs as succeeded in one statement.
+// Complete finishes running jobs as succeeded in one statement. An entry
+// whose result cannot be stored gets a *readpast.FieldError; the rest of
+// the batch completes.
 func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -235,29 +286,49 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	ids := make([]int64, len(fs))
-	tokens := make([]string, len(fs))
-	msgs, stacks := make([]string, len(fs)), make([]string, len(fs))
-	retryAt := make([]*time.Time, len(fs))
-	discard := make([]bool, len(fs))
+	ids, tokens := make([]int64, len(fs)), make([]string, len(fs))
+	first := map[int64]int{}
+	base := make([]error, len(fs)) // outcomes settled before the statement
+	var b, malformed batch
+	var msgs, stacks []string
+	var retryAt []*time.Time
+	var discard []bool
 	for i, f := range fs {
-		ids[i], tokens[i], msgs[i], stacks[i], discard[i] = f.ID, f.Token, f.Message, f.Stack, f.Discard
+		ids[i], tokens[i] = f.ID, f.Token
+		if _, dup := first[f.ID]; dup {
+			continue
+		}
+		first[f.ID] = i
+		tok, ok := canonToken(f.Token)
+		if !ok {
+			malformed.add(i, f.ID, "")
+			continue
+		}
+		f = f.Normalize()
+		b.add(i, f.ID, tok)
+		msgs, stacks, discard = append(msgs, f.Message), append(stacks, f.Stack), append(discard, f.Discard)
+		var at *time.Time
 		if !f.RetryAt.IsZero() {
-			t := f.RetryAt
-			retryAt[i] = &t
+			at = &f.RetryAt
 		}
+		retryAt = append(retryAt, at)
 	}
-	uuids, errs := parseTokens(tokens)
 	return retryDeadlock(ctx, func() ([]error, error) {
-		errs := append([]error(nil), errs...)
-		done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, ids, uuids, msgs, stacks, retryAt, discard))
-		if err != nil {
+		errs := append([]error(nil), base...)
+		if len(b.ids) > 0 {
+			done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
+			if err != nil {
+				return nil, fmt.Errorf("fail: %w", err)
+			}
+			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
+				return nil, fmt.Errorf("fail: %w", err)
+			}
+			s.hub.broadcast() // a retry may be claimable now
+		}
+		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
 		}
-		if err := explain(ctx, s.pool, ids, tokens, done, errs, false); err != nil {
-			return nil, fmt.Errorf("fail: %w", err)
-		}
-		s.hub.broadcast() // a retry may be claimable now
+		settleRepeats(ids, tokens, first, errs, false)
 		return errs, nil
 	})
 }
@@ -267,12 +338,12 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	if err := readpast.CheckLease(lease); err != nil {
 		return time.Time{}, err
 	}
-	u, err := uuid.Parse(token)
-	if err != nil {
+	tok, ok := canonToken(token)
+	if !ok {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
 	var exp time.Time
-	err = s.pool.QueryRow(ctx, extendSQL, id, u, lease.Microseconds()).Scan(&exp)
+	err := s.pool.QueryRow(ctx, extendSQL, id, tok, lease.Microseconds()).Scan(&exp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
@@ -284,12 +355,12 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 
 // Release gives a running job back unworked.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
-	u, err := uuid.Parse(token)
-	if err != nil {
+	tok, ok := canonToken(token)
+	if !ok {
 		return s.staleOrMissing(ctx, id)
 	}
 	var n int
-	if err := s.pool.QueryRow(ctx, releaseSQL, id, u).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, releaseSQL, id, tok).Scan(&n); err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	if n == 0 {
@@ -362,7 +433,8 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	if p.Cursor != "" {
 		after, _ = readpast.DecodeCursor(p.Cursor)
 	}
-	rows, err := s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit)
+	// One row more than the page says whether another page follows.
+	rows, err := s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1)
 	if err != nil {
 		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
 	}
@@ -371,8 +443,9 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
 	}
 	res := readpast.ListResult{Jobs: jobs}
-	if len(jobs) == p.Limit {
-		res.Next = readpast.EncodeCursor(jobs[len(jobs)-1].ID)
+	if len(jobs) > p.Limit {
+		res.Jobs = jobs[:p.Limit]
+		res.Next = readpast.EncodeCursor(res.Jobs[p.Limit-1].ID)
 	}
 	return res, nil
 }
@@ -394,7 +467,11 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 		st.State = readpast.JobState(state)
 		out = append(out, st)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	readpast.SortStats(out)
+	return out, nil
 }
 
 // RescueExpired ends up to limit expired claims in one statement.
@@ -474,11 +551,11 @@ func retryDeadlock[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}
 }
 
-// ClaimTx runs the claim statement inside tx, whose locks on the claimed
-// rows and group rows then last until tx ends. Claims normally run on
-// their own (Store.Claim); this exists so tests can hold a claim's
-// transaction open and show that other claimers never wait on it.
-func ClaimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpast.Job, error) {
+// claimTx runs the claim statement inside tx, whose locks then last until
+// tx ends. Store.Claim always runs on its own; tests use this (exported in
+// export_test.go) to hold a claim's transaction open and show that other
+// claimers never wait on it.
+func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpast.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
 		return nil, err

@@ -3,7 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/readpast/readpast"
@@ -16,7 +16,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs, true)
+	args, err := enqueueArgs(jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -41,25 +41,27 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 
 // CompleteSQLTx is CompleteTx for database/sql users (pgx's stdlib driver).
 func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Completion) error {
+	if err := readpast.CheckResult(c.Result); err != nil {
+		return err
+	}
+	tok, ok := canonToken(c.Token)
+	if !ok {
+		return s.staleOrMissing(ctx, c.ID)
+	}
 	var result *string
 	if len(c.Result) > 0 {
-		if !json.Valid(c.Result) {
-			return &readpast.FieldError{Field: "result", Message: "not valid JSON"}
-		}
 		r := string(c.Result)
 		result = &r
 	}
-	uuids, errs := parseTokens([]string{c.Token})
-	if errs[0] != nil {
-		return s.staleOrMissing(ctx, c.ID)
-	}
 	var id int64
-	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, uuids, []*string{result}).Scan(&id)
-	if err == sql.ErrNoRows {
+	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
 		// Explain from outside the caller's transaction: the job's state
 		// as others committed it.
-		done := map[int64]bool{}
-		if err := explain(ctx, s.pool, []int64{c.ID}, []string{c.Token}, done, errs, true); err != nil {
+		errs := []error{nil}
+		var b batch
+		b.add(0, c.ID, tok)
+		if err := explain(ctx, s.pool, b, map[int64]bool{}, errs, true); err != nil {
 			return fmt.Errorf("complete: %w", err)
 		}
 		return errs[0]

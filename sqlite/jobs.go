@@ -16,14 +16,14 @@ import (
 )
 
 // Enqueue inserts jobs in one transaction (all or none), in multi-row
-// INSERTs of up to 1000 rows, and returns them in order.
+// INSERTs of up to 1000 rows, and returns them in order. No jobs: (nil, nil).
 func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
 	norm, err := normalizeJobs(jobs, s.now())
 	if err != nil {
 		return nil, err
-	}
-	if len(norm) == 0 {
-		return []*readpast.Job{}, nil
 	}
 	var out []*readpast.Job
 	err = s.writeTx(ctx, "enqueue", func(tx *sql.Tx) error {
@@ -374,13 +374,16 @@ func groupHead(ctx context.Context, tx *sql.Tx, g string, nowUS int64, n int) (m
 
 // Complete finishes running jobs as succeeded in one transaction, moving
 // each from the live table to history. The result has one entry per
-// completion: nil, readpast.ErrStaleToken or readpast.ErrNotFound.
+// completion: nil, readpast.ErrStaleToken, readpast.ErrNotFound, or a
+// *readpast.FieldError for a result readpast.CheckResult rejects (that
+// entry changes nothing; the rest of the batch still completes). Only the
+// first entry for an id acts; a later one with the same token shares its
+// outcome when that was nil (completing again is idempotent), and is
+// otherwise ErrStaleToken (ErrNotFound for an unknown id), as is a later
+// one with another token. No completions: (nil, nil).
 func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
-	if err := checkResults(cs); err != nil {
-		return nil, err
-	}
 	if len(cs) == 0 {
-		return []error{}, nil
+		return nil, nil
 	}
 	var (
 		res   []error
@@ -400,60 +403,60 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	return res, nil
 }
 
-// checkResults rejects a completion whose result is not JSON.
-func checkResults(cs []readpast.Completion) error {
-	for i, c := range cs {
-		if len(c.Result) > 0 && !json.Valid(c.Result) {
-			return &readpast.FieldError{Field: "result", Message: fmt.Sprintf("completion %d: not valid JSON", i)}
-		}
-	}
-	return nil
-}
-
 // completeIn applies completions inside tx in two set-based statements
-// (the repeats of an id in one batch, and the entries that matched no
-// running job, are then looked up one by one). freed reports whether a
-// group slot was freed.
+// (the entries that matched no running job are then looked up one by one).
+// Only the first entry for each id goes into the statements, so a job is
+// moved, and its group slot freed, at most once per batch; an entry whose
+// result readpast.CheckResult rejects gets that error and changes nothing,
+// and later entries for its id are settled by settleRepeats. freed reports
+// whether a group slot was freed.
 func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
+	res = make([]error, len(cs))
+	first := make(map[int64]int, len(cs)) // id -> index of its first entry
 	batch := make([][3]any, 0, len(cs))
-	first := make(map[int64]bool, len(cs)) // id -> in batch
-	for _, c := range cs {
-		if first[c.ID] {
+	for i, c := range cs {
+		if _, dup := first[c.ID]; dup {
 			continue
 		}
-		first[c.ID] = true
+		first[c.ID] = i
+		if err := readpast.CheckResult(c.Result); err != nil {
+			res[i] = err
+			continue
+		}
 		var result any
 		if len(c.Result) > 0 {
 			result = string(c.Result)
 		}
 		batch = append(batch, [3]any{c.ID, c.Token, result})
 	}
-	js, err := json.Marshal(batch)
-	if err != nil {
-		return nil, false, err
-	}
-	rows, err := tx.QueryContext(ctx, completeMoveSQL, string(js), micros(now))
-	if err != nil {
-		return nil, false, err
-	}
 	moved := make(map[int64]bool, len(batch))
 	groups := map[string]int{}
-	for rows.Next() {
-		var (
-			id    int64
-			group sql.NullString
-		)
-		if err := rows.Scan(&id, &group); err != nil {
-			rows.Close()
+	if len(batch) > 0 {
+		js, err := json.Marshal(batch)
+		if err != nil {
 			return nil, false, err
 		}
-		moved[id] = true
-		if group.Valid {
-			groups[group.String]++
+		rows, err := tx.QueryContext(ctx, completeMoveSQL, string(js), micros(now))
+		if err != nil {
+			return nil, false, err
 		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, false, err
+		for rows.Next() {
+			var (
+				id    int64
+				group sql.NullString
+			)
+			if err := rows.Scan(&id, &group); err != nil {
+				rows.Close()
+				return nil, false, err
+			}
+			moved[id] = true
+			if group.Valid {
+				groups[group.String]++
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, false, err
+		}
 	}
 	if len(moved) > 0 {
 		ids := make([]int64, 0, len(moved))
@@ -464,22 +467,45 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			return nil, false, err
 		}
 	}
-	res = make([]error, len(cs))
 	for i, c := range cs {
-		if first[c.ID] {
-			first[c.ID] = false // later repeats are looked up
-			if moved[c.ID] {
-				continue
-			}
+		if first[c.ID] != i || res[i] != nil || moved[c.ID] {
+			continue
 		}
 		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
 			return nil, false, err
 		}
 	}
+	settleRepeats(res, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}
 	return res, len(groups) > 0, nil
+}
+
+// settleRepeats gives each entry of a batch that repeats an earlier
+// entry's id (first maps an id to its first entry, which alone acted) the
+// outcome it would have had one statement later, as the PostgreSQL store
+// does: ErrNotFound when the first was; with completing, nil for the same
+// token when the first entry succeeded (a completion is idempotent);
+// otherwise ErrStaleToken, since the first entry ended the claim, found it
+// stale, or was rejected.
+func settleRepeats(res []error, first map[int64]int, entry func(i int) (id int64, token string), completing bool) {
+	for i := range res {
+		id, token := entry(i)
+		f := first[id]
+		if f == i {
+			continue
+		}
+		_, firstToken := entry(f)
+		switch {
+		case errors.Is(res[f], readpast.ErrNotFound):
+			res[i] = readpast.ErrNotFound
+		case completing && token == firstToken && res[f] == nil:
+			res[i] = nil
+		default:
+			res[i] = readpast.ErrStaleToken
+		}
+	}
 }
 
 // entryErr splits lookup's answer into a per-entry outcome and a failure.
@@ -492,10 +518,15 @@ func entryErr(err error) (entry, fatal error) {
 
 // Fail records failed attempts in one transaction: a job with attempts left
 // (and not Discard) goes back to pending at RetryAt (zero: now), otherwise
-// it moves to history as failed. One entry per failure as for Complete.
+// it moves to history as failed. Message and stack are stored as
+// readpast.Failure.Normalize makes them. One entry per failure: nil,
+// readpast.ErrStaleToken or readpast.ErrNotFound. Only the first entry for
+// an id acts; any later entry for it, whatever its token, is
+// ErrStaleToken (ErrNotFound for an unknown id), since the first one
+// either ended that claim or found it stale. No failures: (nil, nil).
 func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
 	if len(fs) == 0 {
-		return []error{}, nil
+		return nil, nil
 	}
 	var (
 		res  []error
@@ -515,14 +546,21 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	return res, nil
 }
 
-// failIn applies failures inside tx. wake reports whether a job became
-// pending or a group slot was freed.
+// failIn applies failures inside tx, each id at most once (its first
+// entry), so no job is failed, and no group slot freed, twice in a batch.
+// wake reports whether a job became pending or a group slot was freed.
 func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake bool, err error) {
 	nowUS := micros(now)
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
 	groups := map[string]int{}
+	first := make(map[int64]int, len(fs)) // id -> index of its first entry
 	for i, f := range fs {
+		if _, dup := first[f.ID]; dup {
+			continue // settled by settleRepeats below
+		}
+		first[f.ID] = i
+		f = f.Normalize()
 		var (
 			attempt, maxAttempts int
 			errs, worker         string
@@ -562,6 +600,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			groups[group.String]++
 		}
 	}
+	settleRepeats(res, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}

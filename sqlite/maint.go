@@ -8,9 +8,6 @@ import (
 	"github.com/readpast/readpast"
 )
 
-// defaultRescueLimit is RescueExpired's limit when given a non-positive one.
-const defaultRescueLimit = 1000
-
 // leaseExpiredMessage is the AttemptError message of a rescued claim.
 const leaseExpiredMessage = "lease expired"
 
@@ -19,10 +16,11 @@ const leaseExpiredMessage = "lease expired"
 // claimable in its old place in claim order, when attempts remain,
 // otherwise to history as failed; its group slot is freed.
 // It returns how many claims it ended. A read-only probe keeps it off the
-// write lock when nothing has expired.
+// write lock when nothing has expired. A limit below 1 is a
+// *readpast.FieldError (field "limit"), as on PostgreSQL.
 func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = defaultRescueLimit
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
 	var expired bool
 	if err := s.readOp(ctx, "rescue probe", func(db *sql.DB) error {

@@ -76,8 +76,12 @@ SELECT key, value FROM json_each(?1) WHERE true
 ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running`
 	// groupSubSQL takes ?1 (JSON object group -> jobs that stopped running)
 	// off running; groupForgetSQL then drops rows back at the defaults.
+	// Nothing clamps the count: taking off more than a group has running
+	// breaks the schema's CHECK (running >= 0) and fails the transaction,
+	// and releaseGroups checks that every group had a row, so a drift in
+	// the counters is an error, never silently absorbed.
 	groupSubSQL = `UPDATE readpast_groups
-SET running = max(running - (SELECT d.value FROM json_each(?1) AS d WHERE d.key = readpast_groups.group_key), 0)
+SET running = running - (SELECT d.value FROM json_each(?1) AS d WHERE d.key = readpast_groups.group_key)
 WHERE group_key IN (SELECT key FROM json_each(?1))`
 	groupForgetSQL = `DELETE FROM readpast_groups
 WHERE running = 0 AND max_running = 1 AND group_key IN (SELECT key FROM json_each(?1))`
@@ -118,9 +122,11 @@ WHERE id = ?1 AND token = ?2 AND state = 'running'`
 	extendSQL = `UPDATE readpast_jobs SET lease_expires_at = ?3
 WHERE id = ?1 AND token = ?2 AND state = 'running'`
 	// releaseSQL gives a running job back with its attempt uncounted; it
-	// keeps its run_at, so its place in claim order.
+	// keeps its run_at, so its place in claim order. A running job's
+	// attempt is at least 1; the attempt check trigger (migration 2) turns
+	// a drift below 0 into an error instead of a clamp hiding it.
 	releaseSQL = `UPDATE readpast_jobs
-SET state = 'pending', attempt = max(attempt - 1, 0), token = NULL, lease_expires_at = NULL
+SET state = 'pending', attempt = attempt - 1, token = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND token = ?2 AND state = 'running'
 RETURNING group_key`
 	// lookupSQL finds a job's state and token in either table, to explain

@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/readpast/readpast"
 )
@@ -68,7 +66,8 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 }
 
 // Stats counts jobs per queue and state across the live and history
-// tables, ordered by queue, then state in lifecycle order.
+// tables, ordered by queue, then state in lifecycle order
+// (readpast.SortStats). An empty database gives an empty, non-nil slice.
 func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	var out []readpast.QueueStats
 	err := s.readOp(ctx, "stats", func(db *sql.DB) error {
@@ -90,9 +89,6 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b readpast.QueueStats) int {
-		return cmp.Or(cmp.Compare(a.Queue, b.Queue),
-			cmp.Compare(slices.Index(readpast.AllStates, a.State), slices.Index(readpast.AllStates, b.State)))
-	})
+	readpast.SortStats(out)
 	return out, nil
 }

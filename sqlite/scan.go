@@ -146,6 +146,9 @@ func isEntryErr(err error) bool {
 }
 
 // releaseGroups takes freed slots off each group's running count in tx.
+// A group that has no row (so nothing running) or fewer running jobs than
+// freed means the counters drifted: it is an error that rolls tx back, not
+// something to clamp away.
 func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error {
 	if len(freed) == 0 {
 		return nil
@@ -154,8 +157,14 @@ func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error 
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, groupSubSQL, js); err != nil {
+	r, err := tx.ExecContext(ctx, groupSubSQL, js)
+	if err != nil {
 		return fmt.Errorf("free group slots: %w", err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("free group slots: %w", err)
+	} else if n != int64(len(freed)) {
+		return fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
 	}
 	if _, err := tx.ExecContext(ctx, groupForgetSQL, js); err != nil {
 		return fmt.Errorf("free group slots: %w", err)

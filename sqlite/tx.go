@@ -21,12 +21,12 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.Enque
 	if tx == nil {
 		return nil, errors.New("sqlite: EnqueueTx: nil transaction")
 	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
 	norm, err := normalizeJobs(jobs, s.now())
 	if err != nil {
 		return nil, err
-	}
-	if len(norm) == 0 {
-		return []*readpast.Job{}, nil
 	}
 	out, err := insertJobs(ctx, tx, norm, s.now())
 	if err != nil {
@@ -39,16 +39,17 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.Enque
 // CompleteTx finishes running job id as succeeded inside the caller's
 // transaction tx (on s.DB()), so the completion stands if and only if tx
 // commits. It returns nil, readpast.ErrStaleToken or readpast.ErrNotFound as
-// Complete does for one entry, or another error when the statement failed
-// (then roll tx back).
+// Complete does for one entry, a *readpast.FieldError (nothing done) when
+// readpast.CheckResult rejects result, or another error when the statement
+// failed (then roll tx back).
 func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id int64, token string, result json.RawMessage) error {
 	if tx == nil {
 		return errors.New("sqlite: CompleteTx: nil transaction")
 	}
-	cs := []readpast.Completion{{ID: id, Token: token, Result: result}}
-	if err := checkResults(cs); err != nil {
+	if err := readpast.CheckResult(result); err != nil {
 		return err
 	}
+	cs := []readpast.Completion{{ID: id, Token: token, Result: result}}
 	res, freed, err := completeIn(ctx, tx, cs, s.now())
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)

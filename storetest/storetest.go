@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimQueues", testClaimQueues},
 		{"Fencing", testFencing},
 		{"CompleteIdempotent", testCompleteIdempotent},
+		{"BatchRepeatsAndBadEntries", testBatchRepeats},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseExpiryUsesUpAttempts", testLeaseExpiryMaxAttempts},
 		{"ExtendKeepsLease", testExtend},
@@ -354,6 +355,12 @@ func testFencing(t *testing.T, h Harness) {
 	if err := completeOne(ctx, s, &readpast.Job{ID: a.ID, Token: "not-a-token"}, ""); !errors.Is(err, readpast.ErrStaleToken) {
 		t.Fatalf("complete with malformed token: %v", err)
 	}
+	if err := completeOne(ctx, s, &readpast.Job{ID: 987654, Token: "not-a-token"}, ""); !errors.Is(err, readpast.ErrNotFound) {
+		t.Fatalf("complete an unknown job with a malformed token: %v", err)
+	}
+	if err := failOne(ctx, s, readpast.Failure{ID: 987654, Token: "not-a-token"}); !errors.Is(err, readpast.ErrNotFound) {
+		t.Fatalf("fail an unknown job with a malformed token: %v", err)
+	}
 	after := get(t, s, j.ID)
 	if after.State != readpast.StateRunning || after.Token != b.Token || after.Attempt != before.Attempt ||
 		!after.LeaseExpiresAt.Equal(*before.LeaseExpiresAt) || len(after.Errors) != len(before.Errors) {
@@ -411,13 +418,69 @@ func testCompleteIdempotent(t *testing.T, h Harness) {
 	}
 }
 
+// testBatchRepeats: a batch that names a job twice, or carries one entry
+// that cannot be stored, settles every entry on its own and frees a group
+// slot once.
+func testBatchRepeats(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	if err := s.SetGroupLimit(ctx, "R", 2); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s,
+		readpast.EnqueueParams{Kind: "k", Group: "R", MaxAttempts: 5},
+		readpast.EnqueueParams{Kind: "k", Group: "R", MaxAttempts: 5},
+		readpast.EnqueueParams{Kind: "k", Group: "R", MaxAttempts: 5},
+		readpast.EnqueueParams{Kind: "k", Group: "R", MaxAttempts: 5},
+	)
+	c := claim(t, s, 10, time.Minute)
+	if len(c) != 2 {
+		t.Fatalf("claimed %d of a group limited to 2", len(c))
+	}
+	a, b := c[0], c[1]
+	// Fail a twice in one batch (retry later): one attempt ends, one slot frees.
+	errs := ok(s.Fail(ctx, []readpast.Failure{
+		{ID: a.ID, Token: a.Token, Message: "x\x00y \xff", RetryAt: time.Now().Add(time.Hour)},
+		{ID: a.ID, Token: a.Token, Message: "again", RetryAt: time.Now().Add(time.Hour)},
+	})).must(t)
+	if errs[0] != nil || !errors.Is(errs[1], readpast.ErrStaleToken) {
+		t.Fatalf("fail with a repeated entry: %v", errs)
+	}
+	if j := get(t, s, a.ID); len(j.Errors) != 1 || j.Errors[0].Message != "xy \uFFFD" {
+		t.Fatalf("one error, cleaned of NUL and invalid UTF-8, want %q: %+v", "xy \uFFFD", j.Errors)
+	}
+	if more := claim(t, s, 10, time.Minute); len(more) != 1 {
+		t.Fatalf("after one failure %d more jobs ran; the slot was freed %d times", len(more), len(more))
+	} else {
+		a = more[0]
+	}
+	// Complete a and b with repeats, a bad result and a stale token mixed in.
+	errs = ok(s.Complete(ctx, []readpast.Completion{
+		{ID: a.ID, Token: a.Token},
+		{ID: b.ID, Token: b.Token, Result: json.RawMessage(`"nul \u0000"`)},
+		{ID: a.ID, Token: a.Token},
+		{ID: a.ID, Token: b.Token},
+		{ID: b.ID, Token: b.Token, Result: json.RawMessage(`"fine"`)},
+	})).must(t)
+	if errs[0] != nil || !errors.Is(errs[1], readpast.ErrInvalid) || errs[2] != nil ||
+		!errors.Is(errs[3], readpast.ErrStaleToken) || !errors.Is(errs[4], readpast.ErrStaleToken) {
+		t.Fatalf("mixed completion batch: %v", errs)
+	}
+	wantState(t, s, a.ID, readpast.StateSucceeded)
+	wantState(t, s, b.ID, readpast.StateRunning)
+	// Exactly one slot came back: one more job runs, not two.
+	if more := claim(t, s, 10, time.Minute); len(more) != 1 {
+		t.Fatalf("after one completion %d more jobs ran", len(more))
+	}
+}
+
 func testLeaseExpiry(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
 	go readpast.RunRescuer(ctx, s, 100*time.Millisecond, discardLogger())
 	j := enqueue(t, s, readpast.EnqueueParams{Kind: "k", MaxAttempts: 5})[0]
-	const lease = 300 * time.Millisecond
+	const lease = time.Second
 	first := claim(t, s, 1, lease)[0]
 	expiry := *first.LeaseExpiresAt
 	if got := claim(t, s, 1, lease); len(got) != 0 {
@@ -466,9 +529,9 @@ func testExtend(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
 	enqueue(t, s, readpast.EnqueueParams{Kind: "k"})
-	const lease = 200 * time.Millisecond
+	const lease = time.Second
 	c := claim(t, s, 1, lease)[0]
-	for range 4 {
+	for range 3 {
 		time.Sleep(lease / 2)
 		exp, err := s.Extend(ctx, c.ID, c.Token, lease)
 		if err != nil {
@@ -479,7 +542,7 @@ func testExtend(t *testing.T, h Harness) {
 		}
 		ok(s.RescueExpired(ctx, 100)).must(t)
 	}
-	// 400ms after a 200ms lease: still ours, because we kept extending.
+	// 1.5 s after a 1 s lease: still ours, because we kept extending.
 	if err := completeOne(ctx, s, c, ""); err != nil {
 		t.Fatalf("complete after extending: %v", err)
 	}

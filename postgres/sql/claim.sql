@@ -3,18 +3,18 @@
 --
 -- ungrouped: per queue, the first pending jobs in claim order, row-locked
 --   with SKIP LOCKED so concurrent claimers take disjoint sets and never wait.
--- grouped: for each group with a free slot, its oldest eligible jobs (at
---   most the free slots), taken only if they are in one of our queues: a
---   group is one ordered stream whatever queues its jobs are in. The GROUP
---   ROW is locked with SKIP LOCKED. If a
---   concurrent claim committed a bump first, PostgreSQL re-checks the newest
---   group row (running < max_running) and drops a group that is now full.
+-- grouped: for each group with pending jobs and a free slot, its oldest
+--   eligible jobs (at most the free slots), taken only if they are in one
+--   of our queues: a group is one ordered stream whatever queues its jobs
+--   are in. The GROUP ROW is locked with SKIP LOCKED. If a concurrent claim
+--   committed a bump first, PostgreSQL re-checks the newest group row
+--   (running < max_running) and drops a group that is now full.
 -- claimed: the chosen rows become running; "state = 'pending'" is re-checked
 --   on the newest row version, so a job is never claimed twice. The ids go
 --   through an array so the planner looks them up by primary key instead of
 --   hash-joining the whole live table.
 -- bumped: the group rows locked above count their new running jobs.
-WITH ungrouped AS (
+WITH RECURSIVE ungrouped AS (
     SELECT j.id, j.priority, j.run_at
     FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
@@ -26,9 +26,24 @@ WITH ungrouped AS (
         FOR UPDATE SKIP LOCKED
     ) j
 ),
+-- The group keys that have pending jobs, one index probe per key (a loose
+-- index scan of readpast_jobs_group_claim), so groups with nothing to do
+-- cost nothing however many there have been.
+pending_groups (group_key) AS (
+    (SELECT group_key FROM readpast_jobs
+     WHERE state = 'pending' AND group_key IS NOT NULL
+     ORDER BY group_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.group_key FROM readpast_jobs j
+            WHERE j.state = 'pending' AND j.group_key > p.group_key
+            ORDER BY j.group_key LIMIT 1)
+    FROM pending_groups p
+    WHERE p.group_key IS NOT NULL
+),
 grouped AS (
     SELECT h.id, h.priority, h.run_at
-    FROM readpast_groups g
+    FROM pending_groups pg
+    JOIN readpast_groups g ON g.group_key = pg.group_key
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at, queue
         FROM readpast_jobs
