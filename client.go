@@ -204,11 +204,17 @@ func (c *Client) Start(ctx context.Context) error {
 	return nil
 }
 
+// stopGrace is how long Stop waits, after cancelling handlers, for them to
+// return. A handler that ignores its context is left behind: its job's
+// lease expires and its late outcome is refused.
+const stopGrace = 5 * time.Second
+
 // Stop shuts down gracefully: it stops claiming, waits for running
 // handlers until ctx ends, then cancels the rest (their ctx's cause is
 // ErrShutdown) and releases their jobs for other workers, and finally
 // writes the outstanding completions. It returns ctx's error if handlers
-// had to be cancelled.
+// had to be cancelled. It returns within about ctx's deadline plus
+// stopGrace and the bounded final writes, whatever handlers do.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started || c.stopped {
@@ -228,7 +234,11 @@ func (c *Client) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 		c.abort(ErrShutdown)
-		<-idle
+		select {
+		case <-idle:
+		case <-time.After(stopGrace):
+			c.log.Error("handlers ignored cancellation; their leases will expire")
+		}
 	}
 	c.abort(ErrShutdown)
 	c.done.close()

@@ -177,13 +177,13 @@ func TestClientHeartbeatsLongJobs(t *testing.T) {
 	w := readpast.NewWorkers()
 	w.Handle("slow", func(ctx context.Context, job *readpast.Job) (any, error) {
 		select {
-		case <-time.After(1500 * time.Millisecond): // five leases
+		case <-time.After(2500 * time.Millisecond): // two and a half leases
 			return nil, nil
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
 	}, nil)
-	c := startClient(t, s, readpast.Config{Workers: w, Lease: 300 * time.Millisecond, RescueInterval: 50 * time.Millisecond})
+	c := startClient(t, s, readpast.Config{Workers: w, Lease: time.Second, RescueInterval: 50 * time.Millisecond})
 	jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "slow"})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestClientWakesOnEnqueue(t *testing.T) {
 	}, nil)
 	// Polling alone would take a minute: only a wake-up explains a fast start.
 	startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute})
-	time.Sleep(300 * time.Millisecond) // idle, listener connected
+	waitListening(t, s)
 	// Enqueue through a second store on the same database, as another process would.
 	other, err := postgres.Open(context.Background(), s.Pool().Config().ConnString())
 	if err != nil {
@@ -297,6 +297,87 @@ func TestClientWakesOnEnqueue(t *testing.T) {
 		t.Logf("enqueue to start: %v", at.Sub(enq))
 	case <-time.After(5 * time.Second):
 		t.Fatal("worker not woken by an enqueue in another process")
+	}
+}
+
+// waitListening waits until a LISTEN connection is open on s's database.
+func waitListening(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the listener", func() bool {
+		var n int
+		err := s.Pool().QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN readpast' AND datname = current_database()").Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+// TestClientStopCompletesWorkFinishedDuringShutdown: a handler that
+// returns success after Stop cancelled it has done the work; the job is
+// completed, not released to run again.
+func TestClientStopCompletesWorkFinishedDuringShutdown(t *testing.T) {
+	s := newPGStore(t)
+	started := make(chan struct{})
+	w := readpast.NewWorkers()
+	w.Handle("finishes-anyway", func(ctx context.Context, job *readpast.Job) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return "done", nil
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "finishes-anyway"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	c.Stop(ctx)
+	if j := stateOf(t, s, jobs[0].ID); j.State != readpast.StateSucceeded || string(j.Result) != `"done"` {
+		t.Fatalf("job finished during shutdown: %s %s", j.State, j.Result)
+	}
+}
+
+// TestClientStopDoesNotHangOnStubbornHandler: Stop returns even when a
+// handler ignores its context; the job is left to lease expiry.
+func TestClientStopDoesNotHangOnStubbornHandler(t *testing.T) {
+	s := newPGStore(t)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	defer close(release)
+	w := readpast.NewWorkers()
+	w.Handle("stubborn", func(ctx context.Context, job *readpast.Job) (any, error) {
+		close(started)
+		<-release // ignores ctx
+		return nil, nil
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "stubborn"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() { returned <- c.Stop(ctx) }()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Stop hung on a handler that ignores its context")
 	}
 }
 

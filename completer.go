@@ -15,6 +15,9 @@ type completer struct {
 	log   *slog.Logger
 	in    chan Completion
 	wg    sync.WaitGroup
+
+	mu     sync.RWMutex // held for reading while sending on in
+	closed bool         // protected by mu
 }
 
 // completerWriters is how many batches may be in flight at once.
@@ -37,12 +40,25 @@ func (c *completer) start() {
 	}
 }
 
-// add queues a completion; it blocks while the queue is full.
-func (c *completer) add(comp Completion) { c.in <- comp }
+// add queues a completion; it blocks while the queue is full. After close
+// (a handler that outlived Stop) the completion is dropped and the job's
+// lease expires instead.
+func (c *completer) add(comp Completion) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.in <- comp
+	return true
+}
 
 // close writes what is queued and returns when it is written.
 func (c *completer) close() {
+	c.mu.Lock()
+	c.closed = true
 	close(c.in)
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 
@@ -66,28 +82,47 @@ func (c *completer) run() {
 	}
 }
 
-// write retries store errors for a while; completions that never land are
-// left to lease expiry (at-least-once).
+// write retries store errors for a while (about a minute at most);
+// completions that never land are left to lease expiry (at-least-once).
 func (c *completer) write(batch []Completion) {
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 		errs, err := c.store.Complete(ctx, batch)
 		cancel()
 		if err == nil {
 			for i, e := range errs {
-				if e != nil && !errors.Is(e, ErrStaleToken) {
-					c.log.Warn("completion refused", slog.Int64("job_id", batch[i].ID), slog.Any("error", e))
-				} else if e != nil {
+				switch {
+				case e == nil:
+				case errors.Is(e, ErrStaleToken):
 					c.log.Warn("completion refused: claim no longer current", slog.Int64("job_id", batch[i].ID))
+				case errors.Is(e, ErrInvalid):
+					// The result cannot be stored: fail the job for good
+					// rather than run it again.
+					c.discard(batch[i], e)
+				default:
+					c.log.Warn("completion refused", slog.Int64("job_id", batch[i].ID), slog.Any("error", e))
 				}
 			}
 			return
 		}
-		if attempt == 10 {
+		if attempt == 5 {
 			c.log.Error("write completions; leases will expire instead", slog.Int("jobs", len(batch)), slog.Any("error", err))
 			return
 		}
 		c.log.Warn("write completions", slog.Int("jobs", len(batch)), slog.Any("error", err))
 		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// discard fails a job whose result the store refused.
+func (c *completer) discard(comp Completion, reason error) {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	defer cancel()
+	errs, err := c.store.Fail(ctx, []Failure{{ID: comp.ID, Token: comp.Token, Message: reason.Error(), Discard: true}})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		c.log.Warn("fail a job whose result was refused", slog.Int64("job_id", comp.ID), slog.Any("error", err))
 	}
 }

@@ -74,9 +74,18 @@ func (p *producer) run(ctx context.Context) {
 	}
 }
 
+// storeCallTimeout bounds each store call the worker pool makes on its own
+// behalf (claims, outcomes, heartbeats, releases).
+const storeCallTimeout = 10 * time.Second
+
 func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	c := p.client
-	jobs, err := c.store.Claim(ctx, ClaimParams{Queues: []string{p.queue}, Worker: c.cfg.WorkerID, Limit: limit, Lease: c.cfg.Lease})
+	// A claim is never cancelled midway: the database may commit it while
+	// the driver reports the cancel, and the jobs would sit until their
+	// leases expire. Stop waits for it to finish instead.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+	defer cancel()
+	jobs, err := c.store.Claim(claimCtx, ClaimParams{Queues: []string{p.queue}, Worker: c.cfg.WorkerID, Limit: limit, Lease: c.cfg.Lease})
 	if err != nil {
 		return 0, err
 	}
@@ -115,24 +124,31 @@ func (p *producer) execute(job *Job) {
 	result, err := call(ctx, h.fn, job)
 	stopBeat()
 
-	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, ErrLeaseLost):
+	cause := context.Cause(ctx)
+	if errors.Is(cause, ErrLeaseLost) {
 		log.Warn("lease lost while running; outcome discarded")
-		return
-	case errors.Is(cause, ErrShutdown):
-		if rerr := c.store.Release(context.Background(), job.ID, job.Token); rerr != nil && !errors.Is(rerr, ErrStaleToken) {
-			log.Warn("release on shutdown", slog.Any("error", rerr))
-		}
 		return
 	}
 	if err == nil {
+		// Even after a shutdown cancel: the work is done, record it.
 		raw, merr := marshalResult(result)
-		if merr != nil {
-			err = Permanent(merr)
-		} else {
-			c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw})
+		if merr == nil {
+			merr = CheckResult(raw)
+		}
+		if merr == nil {
+			if !c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}) {
+				log.Warn("client stopped before the completion was written; the lease will expire")
+			}
 			return
 		}
+		err = Permanent(merr)
+	} else if errors.Is(cause, ErrShutdown) {
+		rctx, cancelRelease := context.WithTimeout(context.Background(), storeCallTimeout)
+		defer cancelRelease()
+		if rerr := c.store.Release(rctx, job.ID, job.Token); rerr != nil && !errors.Is(rerr, ErrStaleToken) {
+			log.Warn("release on shutdown", slog.Any("error", rerr))
+		}
+		return
 	}
 	var stack string
 	var pe *PanicError
@@ -157,7 +173,9 @@ func (p *producer) execute(job *Job) {
 func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 	log.Info("attempt failed", slog.String("error", f.Message))
 	for attempt := 1; ; attempt++ {
-		errs, err := p.client.store.Fail(context.Background(), []Failure{f})
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		errs, err := p.client.store.Fail(ctx, []Failure{f})
+		cancel()
 		if err == nil {
 			if errs[0] != nil {
 				log.Warn("failure not recorded", slog.Any("error", errs[0]))
@@ -217,7 +235,9 @@ func (p *producer) heartbeat(ctx context.Context, job *Job, cancel context.Cance
 				return
 			case <-t.C:
 			}
-			_, err := p.client.store.Extend(ctx, job.ID, job.Token, lease)
+			ectx, cancelExtend := context.WithTimeout(ctx, lease/3)
+			_, err := p.client.store.Extend(ectx, job.ID, job.Token, lease)
+			cancelExtend()
 			switch {
 			case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound):
 				cancel(ErrLeaseLost)

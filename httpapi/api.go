@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ const readyTimeout = 2 * time.Second
 // releaseTimeout bounds releasing jobs claimed for a client that went away.
 const releaseTimeout = 5 * time.Second
 
+// writeTimeout bounds a store write (a claim included) once it is sent; see
+// writeContext.
+const writeTimeout = 30 * time.Second
+
 //go:embed openapi.json
 var openAPIDoc []byte
 
@@ -53,6 +58,14 @@ type Config struct {
 	// ReadTokens are bearer tokens that may only GET. When both Tokens and
 	// ReadTokens are empty, authentication is off.
 	ReadTokens []string
+	// AllowedHosts are host names or IP addresses that, besides the
+	// loopback ones, a request may name in its Host header while
+	// authentication is off. With auth off the handler answers only
+	// requests for localhost, 127.0.0.0/8 or ::1 (on any port) and these
+	// hosts, and 403 host_not_allowed to the rest, so that a web page cannot
+	// reach it through DNS rebinding. Entries are compared without a port
+	// and ignoring case; there are no wildcards. Unused while auth is on.
+	AllowedHosts []string
 	// MaxBodyBytes limits a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
@@ -81,6 +94,8 @@ type server struct {
 	full     [][sha256.Size]byte
 	read     [][sha256.Size]byte
 	authOn   bool
+	hosts    map[string]bool
+	csrf     *http.CrossOriginProtection
 	maxBody  int64
 	maxBatch int
 	poll     time.Duration
@@ -117,6 +132,8 @@ func newServer(cfg Config) (*server, error) {
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
+		hosts:    map[string]bool{},
+		csrf:     http.NewCrossOriginProtection(),
 		now:      time.Now,
 	}
 	if s.log == nil {
@@ -144,6 +161,13 @@ func newServer(cfg Config) (*server, error) {
 		s.read = append(s.read, sha256.Sum256([]byte(t)))
 	}
 	s.authOn = len(s.full) > 0 || len(s.read) > 0
+	for _, h := range cfg.AllowedHosts {
+		name := hostName(h)
+		if name == "" {
+			return nil, fmt.Errorf("httpapi: bad host %q in Config.AllowedHosts", h)
+		}
+		s.hosts[name] = true
+	}
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry, cfg.Store, s.log)
 		if err != nil {
@@ -228,12 +252,15 @@ func (w *captureWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// ServeHTTP authenticates the request, routes it and logs it.
+// ServeHTTP turns away requests a web page may have made, authenticates
+// the rest, routes them and logs them.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)
-	switch {
+	switch ae := s.checkOrigin(r); {
+	case ae != nil:
+		s.writeError(sw, r, ae)
 	case pattern != "" && s.open[pattern]:
 		s.mux.ServeHTTP(sw, r)
 	default:
@@ -271,6 +298,56 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("route", pattern),
 		slog.Int("status", sw.status),
 		slog.Duration("took", took))
+}
+
+// checkOrigin rejects requests a web page in a browser may have made. A
+// cross-origin request that could change something (not GET, HEAD or
+// OPTIONS) is rejected by http.CrossOriginProtection, which reads the
+// Sec-Fetch-Site and Origin headers that browsers set; clients that are not
+// browsers (curl, workers) send neither and pass. While authentication is
+// off, a request must also name a loopback host (or one of
+// Config.AllowedHosts) in its Host header: through DNS rebinding, a hostile
+// name can resolve to 127.0.0.1, making its page same-origin with the API.
+// With auth on, the bearer token, which browsers never add on their own, is
+// the protection, and any Host is fine.
+func (s *server) checkOrigin(r *http.Request) *apiError {
+	if !s.authOn && !s.hostAllowed(r.Host) {
+		return &apiError{Status: http.StatusForbidden, Code: CodeHostNotAllowed,
+			Message: "with authentication off, the Host must be localhost, a loopback address or an allowed host"}
+	}
+	if err := s.csrf.Check(r); err != nil {
+		return &apiError{Status: http.StatusForbidden, Code: CodeCrossOrigin,
+			Message: "cross-origin requests from browsers are not allowed", cause: err}
+	}
+	return nil
+}
+
+// hostAllowed reports whether a Host header value names localhost, a
+// loopback address or one of the allowed hosts, on any port.
+func (s *server) hostAllowed(hostport string) bool {
+	name := hostName(hostport)
+	if name == "" {
+		return false
+	}
+	if name == "localhost" || s.hosts[name] {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostName returns the host of a Host header value ("host", "host:port",
+// "[::1]:port") in lower case, without its port, IPv6 brackets or a
+// trailing dot.
+func hostName(hostport string) string {
+	h := strings.TrimSpace(hostport)
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = h[1 : len(h)-1]
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // authorize checks the bearer token. Tokens are compared as SHA-256 digests
@@ -415,7 +492,9 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
-	jobs, err := s.store.Enqueue(r.Context(), []readpast.EnqueueParams{p})
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	jobs, err := s.store.Enqueue(ctx, []readpast.EnqueueParams{p})
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -439,7 +518,9 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
-	jobs, err := s.store.Enqueue(r.Context(), ps)
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	jobs, err := s.store.Enqueue(ctx, ps)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -526,7 +607,13 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		deadline = timer.C
 	}
 	for {
-		jobs, err := s.claimOnce(ctx, args.Params)
+		// The claim itself outlives the client (claimOnce), so never start
+		// one for a client that is gone. A select with several ready cases
+		// picks one at random, so the check there is not enough.
+		if ctx.Err() != nil {
+			return
+		}
+		jobs, err := s.claimOnce(r, args.Params)
 		if err != nil {
 			s.writeStoreError(w, r, err)
 			return
@@ -567,8 +654,15 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
 }
 
-// claimOnce makes one Store.Claim call and records its metrics.
-func (s *server) claimOnce(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+// claimOnce makes one Store.Claim call for r and records its metrics. The
+// claim runs to its end even if the client disconnects meanwhile (see
+// writeContext): cancelled mid-statement, PostgreSQL may still commit it
+// while the driver reports an error, which would strand the jobs, running
+// for no one, until their lease expires, and cost them an attempt. The
+// caller releases jobs claimed for a client that went away.
+func (s *server) claimOnce(r *http.Request, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	ctx, cancel := writeContext(r)
+	defer cancel()
 	start := time.Now()
 	jobs, err := s.store.Claim(ctx, p)
 	if err != nil {
@@ -592,167 +686,141 @@ func (s *server) releaseAbandoned(ctx context.Context, jobs []*readpast.Job) {
 	}
 }
 
-// getAfter returns the job after a change, for the response.
-func (s *server) getAfter(w http.ResponseWriter, r *http.Request, id int64) (*readpast.Job, bool) {
-	job, err := s.store.Get(r.Context(), id)
+// writeContext returns the context for the store writes made for r: r's
+// values without its cancellation, bounded by writeTimeout. Once a write is
+// sent it runs to its end even if the client disconnects, so that what the
+// database holds and what the handler saw (and counted in its metrics)
+// agree; a write cancelled mid-statement may commit while reporting an
+// error. Reads keep using r's context.
+func writeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), writeTimeout)
+}
+
+// jobOp serves POST /v1/jobs/{id}/...: it parses the id and reads the body,
+// then calls op with them and a write context (writeContext), and answers
+// 200 with what op returns. op reports a bad body as an *apiError; any
+// other error is from the store.
+func (s *server) jobOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, id int64, body []byte) (any, error)) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	out, err := op(ctx, id, body)
 	if err != nil {
 		s.writeStoreError(w, r, err)
-		return nil, false
+		return
 	}
-	return job, true
+	s.writeJSON(w, r, http.StatusOK, out)
+}
+
+// firstError returns err, or else the first per-item error of a one-item
+// Complete or Fail.
+func firstError(errs []error, err error) error {
+	if err == nil && len(errs) > 0 {
+		return errs[0]
+	}
+	return err
+}
+
+// jobAfter returns the job as it is after a change, for the response, and
+// passes it to count when count is not nil.
+func (s *server) jobAfter(ctx context.Context, id int64, count func(*readpast.Job)) (any, error) {
+	job, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if count != nil {
+		count(job)
+	}
+	return NewJob(job), nil
 }
 
 func (s *server) complete(w http.ResponseWriter, r *http.Request) {
-	id, ae := pathID(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	req, ae := decodeComplete(body)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	errs, err := s.store.Complete(r.Context(), []readpast.Completion{{ID: id, Token: req.Token, Result: req.Result}})
-	if err == nil && len(errs) > 0 {
-		err = errs[0]
-	}
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	job, ok := s.getAfter(w, r, id)
-	if !ok {
-		return
-	}
-	s.metrics.jobCompleted(job)
-	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		req, ae := decodeComplete(body)
+		if ae != nil {
+			return nil, ae
+		}
+		if err := firstError(s.store.Complete(ctx, []readpast.Completion{{ID: id, Token: req.Token, Result: req.Result}})); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, s.metrics.jobCompleted)
+	})
 }
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request) {
-	id, ae := pathID(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	args, ae := decodeFail(body)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	retryAt := args.RetryAt
-	if retryAt.IsZero() && !args.Discard {
-		// The token pins the attempt: if the job moved on since this Get,
-		// the Fail below reports a stale token and changes nothing.
-		job, err := s.store.Get(r.Context(), id)
-		if err != nil {
-			s.writeStoreError(w, r, err)
-			return
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		args, ae := decodeFail(body)
+		if ae != nil {
+			return nil, ae
 		}
-		retryAt = s.now().Add(readpast.DefaultRetryPolicy(job.Attempt))
-	}
-	errs, err := s.store.Fail(r.Context(), []readpast.Failure{{
-		ID: id, Token: args.Token, Message: args.Message, Stack: args.Stack,
-		RetryAt: retryAt, Discard: args.Discard,
-	}})
-	if err == nil && len(errs) > 0 {
-		err = errs[0]
-	}
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	job, ok := s.getAfter(w, r, id)
-	if !ok {
-		return
-	}
-	s.metrics.jobFailed(job)
-	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+		retryAt := args.RetryAt
+		if retryAt.IsZero() && !args.Discard {
+			// The token pins the attempt: if the job moved on since this
+			// Get, the Fail below reports a stale token and changes nothing.
+			job, err := s.store.Get(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			retryAt = s.now().Add(readpast.DefaultRetryPolicy(job.Attempt))
+		}
+		if err := firstError(s.store.Fail(ctx, []readpast.Failure{{
+			ID: id, Token: args.Token, Message: args.Message, Stack: args.Stack,
+			RetryAt: retryAt, Discard: args.Discard,
+		}})); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, s.metrics.jobFailed)
+	})
 }
 
 func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	id, ae := pathID(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	token, lease, ae := decodeHeartbeat(body)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	until, err := s.store.Extend(r.Context(), id, token, lease)
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, HeartbeatResponse{ID: id, LeaseExpiresAt: until.UTC()})
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, lease, ae := decodeHeartbeat(body)
+		if ae != nil {
+			return nil, ae
+		}
+		until, err := s.store.Extend(ctx, id, token, lease)
+		if err != nil {
+			return nil, err
+		}
+		return HeartbeatResponse{ID: id, LeaseExpiresAt: until.UTC()}, nil
+	})
 }
 
 func (s *server) release(w http.ResponseWriter, r *http.Request) {
-	id, ae := pathID(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	token, ae := decodeRelease(body)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	if err := s.store.Release(r.Context(), id, token); err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	job, ok := s.getAfter(w, r, id)
-	if !ok {
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, ae := decodeRelease(body)
+		if ae != nil {
+			return nil, ae
+		}
+		if err := s.store.Release(ctx, id, token); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, nil)
+	})
 }
 
-// adminOp runs a body-less operation on one job (cancel, retry).
+// adminOp serves a body-less operation on one job (cancel, retry).
 func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context.Context, int64) (*readpast.Job, error)) {
-	id, ae := pathID(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	if ae := decodeEmpty(body); ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	job, err := op(r.Context(), id)
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		if ae := decodeEmpty(body); ae != nil {
+			return nil, ae
+		}
+		job, err := op(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return NewJob(job), nil
+	})
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Cancel) }

@@ -377,11 +377,14 @@ func TestClaimClientDisconnect(t *testing.T) {
 	cancel()
 	wg.Wait()
 	time.Sleep(200 * time.Millisecond)
-	// The abandoned long poll must not take this job.
+	// The abandoned long poll must not take this job, not even for a
+	// moment: a claim released at once would still leave the job pending,
+	// but Release keeps the worker and start time it set.
 	j := e.enqueue(`{"kind":"a"}`)
 	time.Sleep(500 * time.Millisecond)
-	if got := e.get(j.ID); got.State != readpast.StatePending {
-		t.Fatalf("job after the client went away = %+v", got)
+	got := e.get(j.ID)
+	if got.State != readpast.StatePending || got.Worker != "" || got.StartedAt != nil || got.Attempt != 0 {
+		t.Fatalf("job after the client went away was claimed: %+v", got)
 	}
 }
 

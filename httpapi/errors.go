@@ -24,6 +24,12 @@ const (
 	CodeUnauthorized = "unauthorized"
 	// CodeForbidden: a read-only token was used for a write (HTTP 403).
 	CodeForbidden = "forbidden"
+	// CodeCrossOrigin: a browser sent a cross-origin request that could
+	// change something (HTTP 403).
+	CodeCrossOrigin = "cross_origin"
+	// CodeHostNotAllowed: authentication is off and the Host header names
+	// neither a loopback host nor an allowed one (HTTP 403).
+	CodeHostNotAllowed = "host_not_allowed"
 	// CodeNotFound: no such job, or no such route (HTTP 404).
 	CodeNotFound = "not_found"
 	// CodeMethodNotAllowed: the route exists for other methods (HTTP 405).

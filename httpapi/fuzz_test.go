@@ -285,7 +285,8 @@ func FuzzHandler(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = store.Close() })
-	h, err := New(Config{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBatch: 10, MaxBodyBytes: 64 << 10})
+	h, err := New(Config{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBatch: 10, MaxBodyBytes: 64 << 10,
+		AllowedHosts: []string{"readpast.test"}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -68,6 +68,18 @@ func (e *testEnv) do(method, path, body string) (int, []byte) {
 // doCtx sends a request with ctx and token.
 func (e *testEnv) doCtx(ctx context.Context, method, path, body, token string) (int, []byte) {
 	e.t.Helper()
+	hdr := map[string]string{}
+	if body != "" {
+		hdr["Content-Type"] = "application/json"
+	}
+	return e.request(ctx, method, path, body, token, "", hdr)
+}
+
+// request sends a request with ctx, token (when not empty) and the headers
+// in hdr; host, when not empty, replaces the Host header. It returns the
+// status and body, or 0 and nil once ctx is done.
+func (e *testEnv) request(ctx context.Context, method, path, body, token, host string, hdr map[string]string) (int, []byte) {
+	e.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -76,11 +88,14 @@ func (e *testEnv) doCtx(ctx context.Context, method, path, body, token string) (
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	if host != "" {
+		req.Host = host
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {

@@ -96,7 +96,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 
 	// Every error code the server uses is listed in the Error schema.
 	for _, code := range []string{CodeMalformedJSON, CodeInvalidField, CodeTooLarge, CodeBatchTooLarge, CodeUnauthorized,
-		CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeStaleToken, CodeInvalidState, CodeUnavailable, CodeInternal} {
+		CodeForbidden, CodeCrossOrigin, CodeHostNotAllowed, CodeNotFound, CodeMethodNotAllowed, CodeStaleToken, CodeInvalidState, CodeUnavailable, CodeInternal} {
 		if !bytes.Contains(openAPIDoc, []byte(`"`+code+`"`)) {
 			t.Errorf("openapi.json does not list error code %s", code)
 		}

@@ -90,6 +90,8 @@ func (s *Store) listenConn(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN readpast"); err != nil {
 		return err
 	}
+	// Anything enqueued before LISTEN took effect sent no wake-up we saw.
+	s.hub.broadcast()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err

@@ -145,11 +145,20 @@ func TestEnqueueTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the listener connect
-	var listening int
-	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN readpast' AND datname = current_database()").Scan(&listening); err != nil || listening != 1 {
-		t.Fatalf("listeners on this database: %d %v", listening, err)
+	// Wait for the listener to be in place (and for its first wake-up).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var listening int
+		err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN readpast' AND datname = current_database()").Scan(&listening)
+		if err == nil && listening == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listeners on this database: %d %v", listening, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	time.Sleep(50 * time.Millisecond)
 
 	if _, err := s.Pool().Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY)"); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,18 @@ func TestIsLoopback(t *testing.T) {
 	}
 }
 
+func TestInCI(t *testing.T) {
+	for v, want := range map[string]bool{
+		"true": true, "1": true, "TRUE": true, "True": true, "t": true,
+		"": false, "false": false, "0": false, "no": false,
+	} {
+		t.Setenv("CI", v)
+		if got := inCI(); got != want {
+			t.Errorf("inCI() with CI=%q = %v, want %v", v, got, want)
+		}
+	}
+}
+
 func TestSplitTokens(t *testing.T) {
 	got := splitTokens(" a, b ,,c ,")
 	if strings.Join(got, "|") != "a|b|c" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,66 @@ func TestE2E(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		runE2E(t, bin, pgtest.URL(t))
 	})
+	t.Run("auth off", func(t *testing.T) {
+		runAuthOff(t, bin, filepath.Join(t.TempDir(), "off.db"))
+	})
+}
+
+// runAuthOff checks that a server without tokens answers curl and workers
+// on loopback but not web pages: cross-origin writes and requests for other
+// Host names (DNS rebinding) are refused.
+func runAuthOff(t *testing.T, bin, db string) {
+	srv := startServer(t, bin, nil, "--database-url", db, "--allowed-host", "queue.test")
+	send := func(method, path, body, host string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// What curl -d sends.
+	curl := map[string]string{"Content-Type": "application/x-www-form-urlencoded", "User-Agent": "curl/8.5.0"}
+	if st, b := send("POST", "/v1/jobs", `{"kind":"a"}`, "", curl); st != 201 {
+		t.Errorf("curl -d: %d %s", st, b)
+	}
+	if st, b := send("POST", "/v1/jobs", `{"kind":"a"}`, "queue.test:80", curl); st != 201 {
+		t.Errorf("curl -d to an --allowed-host: %d %s", st, b)
+	}
+	if st, b := send("POST", "/v1/jobs", `{"kind":"evil"}`, "", map[string]string{
+		"Content-Type": "text/plain", "Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}); st != 403 || !strings.Contains(b, `"cross_origin"`) {
+		t.Errorf("cross-origin POST: %d %s", st, b)
+	}
+	for _, m := range []string{"GET", "POST"} {
+		if st, b := send(m, "/v1/jobs", `{"kind":"evil"}`, "evil.example", nil); st != 403 || !strings.Contains(b, `"host_not_allowed"`) {
+			t.Errorf("%s with Host evil.example: %d %s", m, st, b)
+		}
+	}
+	var stats struct{ Totals map[string]int }
+	st, b := send("GET", "/v1/stats", "", "", nil)
+	if err := json.Unmarshal([]byte(b), &stats); st != 200 || err != nil || stats.Totals["pending"] != 2 {
+		t.Errorf("stats after the refused requests: %d %s", st, b)
+	}
+	srv.stop(t)
+}
+
+// inCI reports whether $CI is true, read as internal/pgtest reads it
+// (strconv.ParseBool: true, 1, TRUE, True...).
+func inCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
 }
 
 // childEnv is the environment for the binary and the worker: ours without
@@ -591,7 +652,7 @@ func runPythonWorker(t *testing.T, api client, base string) {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
+		if inCI() {
 			t.Fatal("python3 not found")
 		}
 		t.Log("python3 not found: skipping the Python worker")

@@ -49,6 +49,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tokens, readTokens stringList
 	fs.Var(&tokens, "token", "bearer token with full access; repeatable (also $"+envTokens+", comma-separated)")
 	fs.Var(&readTokens, "read-token", "bearer token that may only GET; repeatable (also $"+envReadTokens+")")
+	var allowedHosts stringList
+	fs.Var(&allowedHosts, "allowed-host", "with auth off, a host name to answer in the Host header besides localhost and loopback addresses; repeatable")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
@@ -79,6 +81,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(full) == 0 && len(read) == 0 && !loopback {
 		return usagef("refusing to serve on %s without authentication: set --token or $%s (auth may be off only on a loopback address)", *addr, envTokens)
+	}
+
+	hosts := cleanTokens(allowedHosts)
+	if len(hosts) > 0 && len(full)+len(read) > 0 {
+		log.Warn("--allowed-host has no effect with authentication on: any Host is answered")
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -115,6 +122,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Registry:     reg,
 		Tokens:       full,
 		ReadTokens:   read,
+		AllowedHosts: hosts,
 		MaxBodyBytes: *maxBody,
 		MaxBatch:     *maxBatch,
 		Closing:      closing,
