@@ -55,6 +55,11 @@ type Config struct {
 	RescueInterval time.Duration
 	// RetryPolicy defaults to DefaultRetryPolicy.
 	RetryPolicy RetryPolicy
+	// Retention deletes finished jobs once they are this old, per state,
+	// every RetentionInterval. The zero value keeps everything.
+	Retention Retention
+	// RetentionInterval defaults to DefaultRetentionInterval.
+	RetentionInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -106,6 +111,9 @@ func (c Config) validate() error {
 	}
 	if c.PollInterval < time.Millisecond {
 		return invalid("PollInterval", "must be at least 1ms")
+	}
+	if c.Retention.Succeeded < 0 || c.Retention.Failed < 0 || c.Retention.Cancelled < 0 {
+		return invalid("Retention", "must not be negative")
 	}
 	return nil
 }
@@ -198,6 +206,13 @@ func (c *Client) Start(ctx context.Context) error {
 		go func() {
 			defer c.wg.Done()
 			RunRescuer(runCtx, c.store, c.cfg.RescueInterval, c.log)
+		}()
+	}
+	if c.cfg.Retention != (Retention{}) {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			RunRetention(runCtx, c.store, c.cfg.Retention, c.cfg.RetentionInterval, c.log)
 		}()
 	}
 	c.log.InfoContext(ctx, "client started", slog.Int("queues", len(c.cfg.Queues)))

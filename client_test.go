@@ -401,3 +401,39 @@ func TestNewClientRejectsBadConfig(t *testing.T) {
 		t.Fatalf("start without workers: %v", err)
 	}
 }
+
+func TestRetentionDeletesOldFinishedJobsByState(t *testing.T) {
+	s := newPGStore(t)
+	ctx := context.Background()
+	jobs, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "a"}, {Kind: "b"}, {Kind: "c"}, {Kind: "d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 3, Lease: time.Minute})
+	if err != nil || len(claimed) != 3 {
+		t.Fatal(claimed, err)
+	}
+	if _, err := s.Complete(ctx, []readpast.Completion{{ID: claimed[0].ID, Token: claimed[0].Token}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fail(ctx, []readpast.Failure{{ID: claimed[1].ID, Token: claimed[1].Token, Message: "x", Discard: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Cancel(ctx, claimed[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	// Keep failed jobs, delete the other finished ones; live jobs are never touched.
+	n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Millisecond, Cancelled: time.Millisecond})
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	for i, want := range []error{readpast.ErrNotFound, nil, readpast.ErrNotFound, nil} {
+		if _, err := s.Get(ctx, jobs[i].ID); !errors.Is(err, want) && !(want == nil && err == nil) {
+			t.Fatalf("job %d (%s): %v, want %v", jobs[i].ID, jobs[i].Kind, err, want)
+		}
+	}
+	if n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Hour, Failed: time.Hour}); err != nil || n != 0 {
+		t.Fatalf("pruned %d jobs younger than the retention: %v", n, err)
+	}
+}

@@ -2,6 +2,7 @@ package readpast
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -37,6 +38,73 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 			if n < rescueBatch {
 				break
 			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Retention says how long finished jobs are kept, per final state. A zero
+// duration keeps that state's jobs forever.
+type Retention struct {
+	Succeeded time.Duration
+	Failed    time.Duration
+	Cancelled time.Duration
+}
+
+// DefaultRetentionInterval is how often RunRetention deletes old jobs.
+const DefaultRetentionInterval = time.Minute
+
+// pruneBatch bounds one delete so retention never holds many locks.
+const pruneBatch = 1000
+
+// PruneOnce deletes every finished job older than r allows, in batches of
+// pruneBatch, and returns how many it deleted.
+func PruneOnce(ctx context.Context, store Store, r Retention) (int, error) {
+	total := 0
+	for _, keep := range []struct {
+		state JobState
+		age   time.Duration
+	}{{StateSucceeded, r.Succeeded}, {StateFailed, r.Failed}, {StateCancelled, r.Cancelled}} {
+		if keep.age <= 0 {
+			continue
+		}
+		before := time.Now().Add(-keep.age)
+		for {
+			n, err := store.Prune(ctx, PruneParams{State: keep.state, Before: before, Limit: pruneBatch})
+			total += n
+			if err != nil {
+				return total, fmt.Errorf("prune %s jobs: %w", keep.state, err)
+			}
+			if n < pruneBatch {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// RunRetention applies r every interval until ctx is done. Several may
+// run at once; each deletes different rows or nothing.
+func RunRetention(ctx context.Context, store Store, r Retention, interval time.Duration, log *slog.Logger) {
+	if r == (Retention{}) {
+		return
+	}
+	if interval <= 0 {
+		interval = DefaultRetentionInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := PruneOnce(ctx, store, r)
+		if err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "retention", slog.Any("error", err))
+		}
+		if n > 0 {
+			log.InfoContext(ctx, "deleted old finished jobs", slog.Int("jobs", n))
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,6 +59,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
 	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
+	var keep readpast.Retention
+	fs.DurationVar(&keep.Succeeded, "keep-succeeded", 7*24*time.Hour, "delete succeeded jobs older than this (0 keeps them)")
+	fs.DurationVar(&keep.Failed, "keep-failed", 30*24*time.Hour, "delete failed jobs older than this (0 keeps them)")
+	fs.DurationVar(&keep.Cancelled, "keep-cancelled", 7*24*time.Hour, "delete cancelled jobs older than this (0 keeps them)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -67,6 +72,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *maxBody < 1 || *maxBatch < 1 {
 		return usagef("--max-body-bytes and --max-batch must be positive")
+	}
+	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
+		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
 	}
 
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -143,15 +151,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	rescueCtx, stopRescue := context.WithCancel(context.WithoutCancel(ctx))
-	rescued := make(chan struct{})
-	go func() {
-		defer close(rescued)
-		readpast.RunRescuer(rescueCtx, store, *rescueEvery, log)
-	}()
+	// Maintenance: rescue expired leases, delete old finished jobs.
+	maintCtx, stopMaint := context.WithCancel(context.WithoutCancel(ctx))
+	var maint sync.WaitGroup
+	maint.Go(func() { readpast.RunRescuer(maintCtx, store, *rescueEvery, log) })
+	maint.Go(func() { readpast.RunRetention(maintCtx, store, keep, readpast.DefaultRetentionInterval, log) })
 	defer func() {
-		stopRescue()
-		<-rescued
+		stopMaint()
+		maint.Wait()
 	}()
 
 	served := make(chan error, 1)
