@@ -3,6 +3,7 @@ package readpast
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 	"unicode"
@@ -183,8 +184,53 @@ func CheckResult(r json.RawMessage) error {
 	if !json.Valid(r) {
 		return invalid("result", "not valid JSON")
 	}
-	if bytes.Contains(r, []byte(`\u0000`)) {
+	if hasNULEscape(r) {
 		return invalid("result", `contains \u0000, which cannot be stored`)
 	}
 	return nil
+}
+
+// hasNULEscape reports whether valid JSON r holds the escape \u0000. In
+// valid JSON a backslash only starts an escape, so reading escapes left to
+// right tells "\u0000" (a NUL) from "\\u0000" (a backslash, then text).
+func hasNULEscape(r []byte) bool {
+	if !bytes.Contains(r, []byte(`\u0000`)) {
+		return false
+	}
+	for i := 0; i < len(r); i++ {
+		if r[i] != '\\' {
+			continue
+		}
+		if bytes.HasPrefix(r[i+1:], []byte("u0000")) {
+			return true
+		}
+		i++ // skip the escaped character
+	}
+	return false
+}
+
+// SettleRepeats is for Store implementations. In a Complete or Fail batch
+// only the first entry for each job id acts (first maps an id to that
+// entry's index; entry returns entry i's id and token). It gives every
+// later entry the outcome it would have had one statement later: a
+// completion repeated with the same token is idempotent and shares the
+// first outcome; any other repeat finds the claim already ended
+// (ErrStaleToken) or the job unknown (ErrNotFound).
+func SettleRepeats(errs []error, first map[int64]int, entry func(i int) (id int64, token string), completing bool) {
+	for i := range errs {
+		id, token := entry(i)
+		f := first[id]
+		if f == i {
+			continue
+		}
+		_, firstToken := entry(f)
+		switch {
+		case errors.Is(errs[f], ErrNotFound):
+			errs[i] = ErrNotFound
+		case completing && token == firstToken && errs[f] == nil:
+			errs[i] = nil
+		default:
+			errs[i] = ErrStaleToken
+		}
+	}
 }

@@ -195,33 +195,12 @@ func explain(ctx context.Context, q querier, b batch, done map[int64]bool, errs 
 	return nil
 }
 
-// settleRepeats gives each entry that repeats an earlier entry's id the
-// outcome it would have had one statement later: a completion repeated
-// with the same token is idempotent and shares the first outcome; any
-// other repeat finds the claim already ended (or the job unknown).
-func settleRepeats(ids []int64, tokens []string, first map[int64]int, errs []error, completing bool) {
-	for i, id := range ids {
-		f := first[id]
-		switch {
-		case f == i:
-		case errors.Is(errs[f], readpast.ErrNotFound):
-			errs[i] = readpast.ErrNotFound
-		case completing && tokens[i] == tokens[f] && errs[f] == nil:
-			errs[i] = nil
-		default:
-			errs[i] = readpast.ErrStaleToken
-		}
-	}
-}
-
 func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
-	ids, tokens := make([]int64, len(cs)), make([]string, len(cs))
 	first := map[int64]int{}
 	var b, malformed batch
 	var results []*string
 	for i, c := range cs {
-		ids[i], tokens[i] = c.ID, c.Token
 		if _, dup := first[c.ID]; dup {
 			continue
 		}
@@ -256,7 +235,7 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
-	settleRepeats(ids, tokens, first, errs, true)
+	readpast.SettleRepeats(errs, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
 	return errs, nil
 }
 
@@ -286,15 +265,12 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	ids, tokens := make([]int64, len(fs)), make([]string, len(fs))
 	first := map[int64]int{}
-	base := make([]error, len(fs)) // outcomes settled before the statement
 	var b, malformed batch
 	var msgs, stacks []string
 	var retryAt []*time.Time
 	var discard []bool
 	for i, f := range fs {
-		ids[i], tokens[i] = f.ID, f.Token
 		if _, dup := first[f.ID]; dup {
 			continue
 		}
@@ -314,7 +290,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		retryAt = append(retryAt, at)
 	}
 	return retryDeadlock(ctx, func() ([]error, error) {
-		errs := append([]error(nil), base...)
+		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
 			done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
 			if err != nil {
@@ -328,7 +304,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
 		}
-		settleRepeats(ids, tokens, first, errs, false)
+		readpast.SettleRepeats(errs, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
 		return errs, nil
 	})
 }

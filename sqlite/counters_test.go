@@ -391,6 +391,12 @@ func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	path := s.Path()
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "g", Group: "G"}}); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Lease: time.Minute}); err != nil || len(held) != 1 {
+		t.Fatal(held, err)
+	}
 	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -398,6 +404,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		`DROP TRIGGER readpast_jobs_attempt_insert`,
 		`DROP TRIGGER readpast_jobs_attempt_update`,
 		`DELETE FROM readpast_schema_migrations WHERE version > 1`,
+		`UPDATE readpast_groups SET running = 5 WHERE group_key = 'G'`, // drifted under version 1
 	} {
 		if _, err := s.DB().Exec(q); err != nil {
 			t.Fatal(err)
@@ -414,6 +421,10 @@ func TestMigrateFromVersion1(t *testing.T) {
 	defer s2.Close()
 	if cur, latest := schemaVersionOf(t, s2); cur != latest || latest < 2 {
 		t.Fatalf("after Open: version %d of %d", cur, latest)
+	}
+	var running int
+	if err := s2.DB().QueryRow(`SELECT running FROM readpast_groups WHERE group_key = 'G'`).Scan(&running); err != nil || running != 1 {
+		t.Fatalf("group counter after migration 2: %d %v, want recounted to 1", running, err)
 	}
 	c, err := s2.Claim(ctx, readpast.ClaimParams{Worker: "w", Lease: time.Minute})
 	if err != nil || len(c) != 1 {

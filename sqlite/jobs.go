@@ -475,37 +475,11 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			return nil, false, err
 		}
 	}
-	settleRepeats(res, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
+	readpast.SettleRepeats(res, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}
 	return res, len(groups) > 0, nil
-}
-
-// settleRepeats gives each entry of a batch that repeats an earlier
-// entry's id (first maps an id to its first entry, which alone acted) the
-// outcome it would have had one statement later, as the PostgreSQL store
-// does: ErrNotFound when the first was; with completing, nil for the same
-// token when the first entry succeeded (a completion is idempotent);
-// otherwise ErrStaleToken, since the first entry ended the claim, found it
-// stale, or was rejected.
-func settleRepeats(res []error, first map[int64]int, entry func(i int) (id int64, token string), completing bool) {
-	for i := range res {
-		id, token := entry(i)
-		f := first[id]
-		if f == i {
-			continue
-		}
-		_, firstToken := entry(f)
-		switch {
-		case errors.Is(res[f], readpast.ErrNotFound):
-			res[i] = readpast.ErrNotFound
-		case completing && token == firstToken && res[f] == nil:
-			res[i] = nil
-		default:
-			res[i] = readpast.ErrStaleToken
-		}
-	}
 }
 
 // entryErr splits lookup's answer into a per-entry outcome and a failure.
@@ -600,7 +574,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			groups[group.String]++
 		}
 	}
-	settleRepeats(res, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
+	readpast.SettleRepeats(res, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}

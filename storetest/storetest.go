@@ -468,7 +468,8 @@ func testBatchRepeats(t *testing.T, h Harness) {
 	}
 	wantState(t, s, a.ID, readpast.StateSucceeded)
 	wantState(t, s, b.ID, readpast.StateRunning)
-	// Exactly one slot came back: one more job runs, not two.
+	// Exactly one slot came back: with two jobs waiting, one more runs, not two.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "R"})
 	if more := claim(t, s, 10, time.Minute); len(more) != 1 {
 		t.Fatalf("after one completion %d more jobs ran", len(more))
 	}

@@ -18,3 +18,15 @@ WHEN NEW.attempt < 0
 BEGIN
     SELECT RAISE(ABORT, 'CHECK constraint failed: readpast_jobs attempt >= 0');
 END;
+
+-- Group slot counters no longer clamp at zero: a drift is now an error, not
+-- silence. Recount them from the jobs that hold slots, so a database whose
+-- counters drifted under version 1 starts exact.
+UPDATE readpast_groups
+SET running = (SELECT count(*) FROM readpast_jobs j
+               WHERE j.state = 'running' AND j.group_key = readpast_groups.group_key);
+INSERT INTO readpast_groups (group_key, running)
+SELECT group_key, count(*) FROM readpast_jobs
+WHERE state = 'running' AND group_key IS NOT NULL
+  AND group_key NOT IN (SELECT group_key FROM readpast_groups)
+GROUP BY group_key;
