@@ -47,8 +47,15 @@ func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
 	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups}, nil
 }
 
-func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
-	defer rows.Close()
+// jobRows is what pgx.Rows and *sql.Rows have in common for reading.
+type jobRows interface {
+	scanner
+	Next() bool
+	Err() error
+}
+
+// scanJobs reads every row of a job-returning statement.
+func scanJobs(rows jobRows) ([]*readpast.Job, error) {
 	var jobs []*readpast.Job
 	for rows.Next() {
 		j, err := scanJob(rows)
@@ -58,6 +65,11 @@ func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, rows.Err()
+}
+
+func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
+	defer rows.Close()
+	return scanJobs(rows)
 }
 
 func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
@@ -83,7 +95,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	out, err := enqueue(ctx, s.pool, jobs)
 	if err == nil && len(out) > 0 {
-		s.hub.broadcast()
+		s.hub.Broadcast()
 	}
 	return out, err
 }
@@ -299,7 +311,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
 				return nil, fmt.Errorf("fail: %w", err)
 			}
-			s.hub.broadcast() // a retry may be claimable now
+			s.hub.Broadcast() // a retry may be claimable now
 		}
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
@@ -342,7 +354,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	if n == 0 {
 		return s.staleOrMissing(ctx, id)
 	}
-	s.hub.broadcast()
+	s.hub.Broadcast()
 	return nil
 }
 
@@ -375,7 +387,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("retry: %w", err)
 	}
-	s.hub.broadcast()
+	s.hub.Broadcast()
 	return j, nil
 }
 
@@ -455,15 +467,15 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
-	var n int
-	_, err := retryDeadlock(ctx, func() ([]error, error) {
-		return nil, s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeDescribeExec, limit).Scan(&n)
+	n, err := retryDeadlock(ctx, func() (n int, err error) {
+		err = s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeDescribeExec, limit).Scan(&n)
+		return n, err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rescue: %w", err)
 	}
 	if n > 0 {
-		s.hub.broadcast()
+		s.hub.Broadcast()
 	}
 	return n, nil
 }
@@ -476,7 +488,7 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	if _, err := s.pool.Exec(ctx, setGroupLimitSQL, group, limit); err != nil {
 		return fmt.Errorf("set group limit: %w", err)
 	}
-	s.hub.broadcast()
+	s.hub.Broadcast()
 	return nil
 }
 

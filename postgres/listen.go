@@ -2,45 +2,10 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// hub fans wake-ups out to subscribers. Sends never block: each subscriber
-// has a one-slot channel, so a burst of wake-ups coalesces into one.
-type hub struct {
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{} // protected by mu
-}
-
-func (h *hub) add(c chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.subs == nil {
-		h.subs = map[chan struct{}]struct{}{}
-	}
-	h.subs[c] = struct{}{}
-}
-
-func (h *hub) remove(c chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.subs, c)
-	close(c)
-}
-
-func (h *hub) broadcast() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for c := range h.subs {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-}
 
 // Subscribe wakes the caller when jobs may have become claimable: at once
 // for changes made through this Store, and through LISTEN/NOTIFY for
@@ -48,16 +13,7 @@ func (h *hub) broadcast() {
 // transaction-mode pooler) only local wake-ups arrive; callers poll too.
 func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 	s.listenOnce.Do(func() { go s.listen() })
-	c := make(chan struct{}, 1)
-	s.hub.add(c)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-s.closeCtx.Done():
-		}
-		s.hub.remove(c)
-	}()
-	return c, nil
+	return s.hub.Subscribe(ctx)
 }
 
 // listen holds one dedicated connection in LISTEN readpast until the store
@@ -71,7 +27,7 @@ func (s *Store) listen() {
 			return
 		}
 		_ = err // a lost listener only delays wake-ups to the poll interval
-		s.hub.broadcast()
+		s.hub.Broadcast()
 		select {
 		case <-ctx.Done():
 			return
@@ -91,11 +47,11 @@ func (s *Store) listenConn(ctx context.Context) error {
 		return err
 	}
 	// Anything enqueued before LISTEN took effect sent no wake-up we saw.
-	s.hub.broadcast()
+	s.hub.Broadcast()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
 		}
-		s.hub.broadcast()
+		s.hub.Broadcast()
 	}
 }

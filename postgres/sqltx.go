@@ -25,15 +25,8 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	defer rows.Close()
-	var out []*readpast.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("enqueue: %w", err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanJobs(rows)
+	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
 	return out, nil

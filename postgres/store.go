@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/wake"
 )
 
 //go:embed migrations/*.sql
@@ -37,7 +38,7 @@ type Store struct {
 	close    context.CancelFunc
 
 	listenOnce sync.Once
-	hub        hub
+	hub        *wake.Hub // local subscribers, woken by this store and by NOTIFY
 }
 
 var (
@@ -71,15 +72,17 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // same database.
 func New(pool *pgxpool.Pool) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{pool: pool, closeCtx: ctx, close: cancel}
+	return &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New()}
 }
 
 // Pool returns the store's connection pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close stops the listener and closes the pool if the store opened it.
+// Close stops the listener, closes every Subscribe channel, and closes the
+// pool if the store opened it.
 func (s *Store) Close() error {
 	s.close()
+	s.hub.Close()
 	if s.ownPool {
 		s.pool.Close()
 	}

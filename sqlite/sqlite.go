@@ -20,6 +20,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/readpast/readpast/internal/wake"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -81,10 +82,8 @@ type Store struct {
 	lockTimeout time.Duration
 	now         func() time.Time
 
-	mu     sync.Mutex
-	subs   map[chan struct{}]struct{}
-	closed chan struct{}
-	once   sync.Once
+	hub  *wake.Hub // in-process wake-ups
+	once sync.Once
 }
 
 var (
@@ -135,8 +134,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		log:         log,
 		lockTimeout: opts.LockTimeout,
 		now:         time.Now,
-		subs:        make(map[chan struct{}]struct{}),
-		closed:      make(chan struct{}),
+		hub:         wake.New(),
 	}
 
 	syncMode := "FULL"
@@ -251,13 +249,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
-		close(s.closed)
-		s.mu.Lock()
-		for ch := range s.subs {
-			delete(s.subs, ch)
-			close(ch)
-		}
-		s.mu.Unlock()
+		s.hub.Close()
 		if s.read != nil {
 			err = s.read.Close()
 		}
@@ -272,42 +264,15 @@ func (s *Store) Close() error {
 // coalesced. Changes made by other processes are not signalled: poll for
 // them. The channel is closed when ctx ends or the Store is closed.
 func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	select {
-	case <-s.closed:
-		s.mu.Unlock()
-		return nil, errors.New("sqlite: store is closed")
-	default:
+	ch, err := s.hub.Subscribe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: subscribe: %w", err)
 	}
-	s.subs[ch] = struct{}{}
-	s.mu.Unlock()
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-s.closed:
-		}
-		s.mu.Lock()
-		if _, ok := s.subs[ch]; ok {
-			delete(s.subs, ch)
-			close(ch)
-		}
-		s.mu.Unlock()
-	}()
 	return ch, nil
 }
 
 // wake signals every subscriber without blocking.
-func (s *Store) wake() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (s *Store) wake() { s.hub.Broadcast() }
 
 // isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED (any extended
 // code): another connection holds a lock, and trying again later may work.

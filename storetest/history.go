@@ -130,6 +130,34 @@ func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []ev
 	return claims, stale
 }
 
+// claimRecorded claims as worker w with p and records one claim event per
+// job, timed from just before the call to just after it. An empty claim
+// waits a millisecond. ok is false when the worker should stop (the run
+// ended, or the claim failed, which fails the test).
+func claimRecorded(ctx context.Context, t *testing.T, s readpast.Store, w int, p readpast.ClaimParams, evs *[]event) (got []*readpast.Job, ok bool) {
+	p.Worker = fmt.Sprint("w", w)
+	inv := time.Now()
+	got, err := s.Claim(ctx, p)
+	ret := time.Now()
+	if err != nil {
+		if ctx.Err() == nil {
+			t.Errorf("claim: %v", err)
+		}
+		return nil, false
+	}
+	if len(got) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for _, j := range got {
+		g := ""
+		if j.Group != nil {
+			g = *j.Group
+		}
+		*evs = append(*evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: p.Lease})
+	}
+	return got, true
+}
+
 // enqueueMany enqueues jobs in batches of 1000.
 func enqueueMany(t *testing.T, s readpast.Store, ps []readpast.EnqueueParams) []*readpast.Job {
 	t.Helper()
@@ -176,21 +204,12 @@ func testConcurrentExactlyOnce(t *testing.T, h Harness) {
 				if slow {
 					lease = 30 * time.Millisecond
 				}
-				inv := time.Now()
-				got, err := s.Claim(ctx, readpast.ClaimParams{Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(16), Lease: lease})
-				ret := time.Now()
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("claim: %v", err)
-					}
+				got, ok := claimRecorded(ctx, t, s, w, readpast.ClaimParams{Limit: 1 + rng.IntN(16), Lease: lease}, &evs)
+				if !ok {
 					return
 				}
 				if len(got) == 0 {
-					time.Sleep(time.Millisecond)
 					continue
-				}
-				for _, j := range got {
-					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, invoked: inv, returned: ret, lease: lease})
 				}
 				if slow && rng.IntN(2) == 0 {
 					time.Sleep(lease + 30*time.Millisecond)
@@ -212,9 +231,9 @@ func testConcurrentExactlyOnce(t *testing.T, h Harness) {
 				if len(cs) == 0 {
 					continue
 				}
-				inv = time.Now()
+				inv := time.Now()
 				errs, err := s.Complete(ctx, cs)
-				ret = time.Now()
+				ret := time.Now()
 				if err != nil {
 					t.Errorf("complete: %v", err)
 					return
@@ -306,25 +325,12 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 			var evs []event
 			defer func() { rec.add(evs) }()
 			for (done.Load() < total() || !lateAll.Load()) && ctx.Err() == nil {
-				inv := time.Now()
-				got, err := s.Claim(ctx, readpast.ClaimParams{Queues: mine, Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(8), Lease: time.Minute})
-				ret := time.Now()
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("claim: %v", err)
-					}
+				got, ok := claimRecorded(ctx, t, s, w, readpast.ClaimParams{Queues: mine, Limit: 1 + rng.IntN(8), Lease: time.Minute}, &evs)
+				if !ok {
 					return
 				}
 				if len(got) == 0 {
-					time.Sleep(time.Millisecond)
 					continue
-				}
-				for _, j := range got {
-					g := ""
-					if j.Group != nil {
-						g = *j.Group
-					}
-					evs = append(evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: time.Minute})
 				}
 				if rng.IntN(4) == 0 {
 					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // work
@@ -356,7 +362,7 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 				if len(cs) == 0 {
 					continue
 				}
-				inv = time.Now()
+				inv := time.Now()
 				errs, err := s.Complete(ctx, cs)
 				if err != nil {
 					t.Errorf("complete: %v", err)
