@@ -192,10 +192,10 @@ func TestMultiProcessWorkers(t *testing.T) {
 			switch fields[0] {
 			case "start":
 				e := &execution{proc: proc, id: id, token: fields[2], start: at}
-				runs[fields[2]] = e
+				runs[fields[1]+" "+fields[2]] = e
 				all = append(all, e)
 			case "end":
-				if e := runs[fields[2]]; e != nil {
+				if e := runs[fields[1]+" "+fields[2]]; e != nil {
 					e.end = at
 				}
 			}

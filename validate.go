@@ -3,7 +3,6 @@ package readpast
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 	"unicode"
@@ -207,30 +206,4 @@ func hasNULEscape(r []byte) bool {
 		i++ // skip the escaped character
 	}
 	return false
-}
-
-// SettleRepeats is for Store implementations. In a Complete or Fail batch
-// only the first entry for each job id acts (first maps an id to that
-// entry's index; entry returns entry i's id and token). It gives every
-// later entry the outcome it would have had one statement later: a
-// completion repeated with the same token is idempotent and shares the
-// first outcome; any other repeat finds the claim already ended
-// (ErrStaleToken) or the job unknown (ErrNotFound).
-func SettleRepeats(errs []error, first map[int64]int, entry func(i int) (id int64, token string), completing bool) {
-	for i := range errs {
-		id, token := entry(i)
-		f := first[id]
-		if f == i {
-			continue
-		}
-		_, firstToken := entry(f)
-		switch {
-		case errors.Is(errs[f], ErrNotFound):
-			errs[i] = ErrNotFound
-		case completing && token == firstToken && errs[f] == nil:
-			errs[i] = nil
-		default:
-			errs[i] = ErrStaleToken
-		}
-	}
 }

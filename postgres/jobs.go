@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -106,19 +108,36 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.Enqueu
 	return enqueue(ctx, tx, jobs)
 }
 
-// Claim takes up to p.Limit jobs in one statement (sql/claim.sql).
+// Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that
+// never waits on a row lock. Every job of the claim carries the same fresh
+// token. When the statement's outcome is unknown (the context ended or the
+// connection failed while it ran, so it may have committed), Claim gives
+// back whatever the claim took, by its token, before returning the error:
+// those jobs are pending again at once with their attempt uncounted,
+// instead of waiting for their leases to expire.
 func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
 		return nil, err
 	}
-	// QueryExecModeDescribeExec uses the unnamed statement, which
-	// PostgreSQL plans with the actual parameters every time, and binary
-	// results. A cached generic plan knows neither the LIMIT nor the array
-	// sizes and can scan the whole table; the hot-path statements (claim,
-	// complete, fail, rescue) all run this way.
-	rows, err := s.pool.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
-		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
+	token := uuid.NewString()
+	jobs, err := claim(ctx, s.pool, p, token)
+	if err != nil && outcomeUnknown(err) {
+		if uerr := s.undoClaim(ctx, token, p.Lease); uerr != nil {
+			return nil, fmt.Errorf("%w (and giving its jobs back failed, so they wait for their leases to expire: %v)", err, uerr)
+		}
+	}
+	return jobs, err
+}
+
+// claim runs sql/claim.sql on q. QueryExecModeDescribeExec uses the
+// unnamed statement, which PostgreSQL plans with the actual parameters
+// every time, and binary results. A cached generic plan knows neither the
+// LIMIT nor the array sizes and can scan the whole table; the hot-path
+// statements (claim, complete, fail, rescue) all run this way.
+func claim(ctx context.Context, q querier, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+	rows, err := q.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
+		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -127,6 +146,31 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return jobs, nil
+}
+
+// undoTimeout bounds the release of a claim whose outcome is unknown.
+const undoTimeout = 5 * time.Second
+
+// undoClaim releases every job the claim with token took, if it committed.
+func (s *Store) undoClaim(ctx context.Context, token string, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	_, err := retryDeadlock(ctx, func() (n int, err error) {
+		err = s.pool.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, nil, token, lease.Microseconds()).Scan(&n)
+		return n, err
+	})
+	if err == nil {
+		s.hub.Broadcast()
+	}
+	return err
+}
+
+// outcomeUnknown reports whether a statement that failed with err may
+// still have committed: the server reported no error (a *pgconn.PgError
+// means it failed and rolled back), and the request may have been sent.
+func outcomeUnknown(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
 }
 
 // canonToken returns a token in the canonical form the statements cast to
@@ -139,13 +183,49 @@ func canonToken(t string) (string, bool) {
 	return u.String(), true
 }
 
+// pair is a (job id, token) pair of a Complete or Fail batch.
+type pair struct {
+	id    int64
+	token string
+}
+
 // batch is the part of a Complete or Fail batch that reaches the
-// database: each job once, with a well-formed token. Entries that repeat
-// an earlier id are settled from that entry's outcome (see settleRepeats).
+// database: each distinct (id, well-formed token) pair once, in id order,
+// so every statement locks job rows in the same order.
 type batch struct {
 	idx    []int // positions in the caller's slice
 	ids    []int64
 	tokens []string
+}
+
+// newBatch collects the acting entries of a batch of n: those that are the
+// first of their pair (readpast.FirstPairs) with a well-formed token,
+// sorted by id. Entries with a malformed token go to malformed instead:
+// such a token is never current.
+func newBatch(first []int, entry func(i int) (int64, string)) (b, malformed batch) {
+	var order []int
+	for i, f := range first {
+		if f != i {
+			continue
+		}
+		id, tok := entry(i)
+		if _, ok := canonToken(tok); !ok {
+			malformed.add(i, id, "")
+			continue
+		}
+		order = append(order, i)
+	}
+	slices.SortStableFunc(order, func(a, c int) int {
+		ia, _ := entry(a)
+		ic, _ := entry(c)
+		return cmp.Compare(ia, ic)
+	})
+	for _, i := range order {
+		id, tok := entry(i)
+		tok, _ = canonToken(tok)
+		b.add(i, id, tok)
+	}
+	return b, malformed
 }
 
 func (b *batch) add(i int, id int64, token string) {
@@ -157,10 +237,10 @@ func (b *batch) add(i int, id int64, token string) {
 // explain settles the entries of b whose write matched nothing: nil when
 // the job already succeeded with that very token (a retried completion),
 // ErrStaleToken when the job exists, ErrNotFound otherwise.
-func explain(ctx context.Context, q querier, b batch, done map[int64]bool, errs []error, completing bool) error {
+func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs []error, completing bool) error {
 	var missing []int64
-	for _, id := range b.ids {
-		if !done[id] {
+	for k, id := range b.ids {
+		if !done[pair{id, b.tokens[k]}] {
 			missing = append(missing, id)
 		}
 	}
@@ -191,7 +271,7 @@ func explain(ctx context.Context, q querier, b batch, done map[int64]bool, errs 
 		return err
 	}
 	for k, id := range b.ids {
-		if done[id] {
+		if done[pair{id, b.tokens[k]}] {
 			continue
 		}
 		w, ok := found[id]
@@ -209,33 +289,21 @@ func explain(ctx context.Context, q querier, b batch, done map[int64]bool, errs 
 
 func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
-	first := map[int64]int{}
-	var b, malformed batch
-	var results []*string
 	for i, c := range cs {
-		if _, dup := first[c.ID]; dup {
-			continue
-		}
-		first[c.ID] = i
-		if err := readpast.CheckResult(c.Result); err != nil {
-			errs[i] = err
-			continue
-		}
-		tok, ok := canonToken(c.Token)
-		if !ok {
-			malformed.add(i, c.ID, "")
-			continue
-		}
-		b.add(i, c.ID, tok)
-		var r *string
-		if len(c.Result) > 0 {
-			str := string(c.Result)
-			r = &str
-		}
-		results = append(results, r)
+		errs[i] = readpast.CheckResult(c.Result)
 	}
+	entry := func(i int) (int64, string) { return cs[i].ID, cs[i].Token }
+	first := readpast.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
+	b, malformed := newBatch(first, entry)
 	if len(b.ids) > 0 {
-		done, err := idSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
+		results := make([]*string, len(b.idx))
+		for k, i := range b.idx {
+			if r := cs[i].Result; len(r) > 0 {
+				str := string(r)
+				results[k] = &str
+			}
+		}
+		done, err := pairSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
 		if err != nil {
 			return nil, fmt.Errorf("complete: %w", err)
 		}
@@ -243,17 +311,17 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 			return nil, fmt.Errorf("complete: %w", err)
 		}
 	}
-	// A malformed token is never current: stale, or the job is unknown.
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
 		return nil, fmt.Errorf("complete: %w", err)
 	}
-	readpast.SettleRepeats(errs, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
+	readpast.SettleRepeats(errs, first, true)
 	return errs, nil
 }
 
 // Complete finishes running jobs as succeeded in one statement. An entry
 // whose result cannot be stored gets a *readpast.FieldError; the rest of
-// the batch completes.
+// the batch completes. Each (id, token) pair acts once (see
+// readpast.FirstPairs).
 func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -263,7 +331,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 
 // CompleteTx completes one job inside the caller's transaction, so the
 // handler's writes and the completion commit together. It returns
-// readpast.ErrStaleToken when the claim is no longer current.
+// readpast.ErrStaleToken when the claim is no longer current. Until tx
+// ends it holds the job's row and, for a grouped job, its group's row:
+// claims pass that group over meanwhile, and SetGroupLimit on it waits.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
 	errs, err := complete(ctx, tx, []readpast.Completion{c})
 	if err != nil {
@@ -272,39 +342,28 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion
 	return errs[0]
 }
 
-// Fail records failed attempts in one statement.
+// Fail records failed attempts in one statement. Each (id, token) pair
+// acts once; a repeat finds the claim ended (readpast.ErrStaleToken).
 func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	first := map[int64]int{}
-	var b, malformed batch
-	var msgs, stacks []string
-	var retryAt []*time.Time
-	var discard []bool
-	for i, f := range fs {
-		if _, dup := first[f.ID]; dup {
-			continue
-		}
-		first[f.ID] = i
-		tok, ok := canonToken(f.Token)
-		if !ok {
-			malformed.add(i, f.ID, "")
-			continue
-		}
-		f = f.Normalize()
-		b.add(i, f.ID, tok)
-		msgs, stacks, discard = append(msgs, f.Message), append(stacks, f.Stack), append(discard, f.Discard)
-		var at *time.Time
+	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
+	first := readpast.FirstPairs(len(fs), entry, func(int) bool { return false })
+	b, malformed := newBatch(first, entry)
+	msgs, stacks := make([]string, len(b.idx)), make([]string, len(b.idx))
+	retryAt, discard := make([]*time.Time, len(b.idx)), make([]bool, len(b.idx))
+	for k, i := range b.idx {
+		f := fs[i].Normalize()
+		msgs[k], stacks[k], discard[k] = f.Message, f.Stack, f.Discard
 		if !f.RetryAt.IsZero() {
-			at = &f.RetryAt
+			retryAt[k] = &f.RetryAt
 		}
-		retryAt = append(retryAt, at)
 	}
 	return retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := idSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
+			done, err := pairSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
 			if err != nil {
 				return nil, fmt.Errorf("fail: %w", err)
 			}
@@ -316,7 +375,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, fmt.Errorf("fail: %w", err)
 		}
-		readpast.SettleRepeats(errs, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
+		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
 }
@@ -341,14 +400,18 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	return exp.UTC(), nil
 }
 
-// Release gives a running job back unworked.
+// Release gives a running job back unworked: pending at once, its attempt
+// not counted, its group slot freed.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	tok, ok := canonToken(token)
 	if !ok {
 		return s.staleOrMissing(ctx, id)
 	}
-	var n int
-	if err := s.pool.QueryRow(ctx, releaseSQL, id, tok).Scan(&n); err != nil {
+	n, err := retryDeadlock(ctx, func() (n int, err error) {
+		err = s.pool.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, id, tok, int64(0)).Scan(&n)
+		return n, err
+	})
+	if err != nil {
 		return fmt.Errorf("release: %w", err)
 	}
 	if n == 0 {
@@ -368,7 +431,7 @@ func (s *Store) staleOrMissing(ctx context.Context, id int64) error {
 
 // Cancel moves a live job to cancelled.
 func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, cancelSQL, id))
+	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, cancelSQL, id)) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, s.notLive(ctx, id)
 	}
@@ -380,7 +443,7 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 
 // Retry makes a failed, cancelled or pending job pending now.
 func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, retrySQL, id))
+	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, retrySQL, id)) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, s.notLive(ctx, id)
 	}
@@ -485,11 +548,29 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, setGroupLimitSQL, group, limit); err != nil {
+	if _, err := retryDeadlock(ctx, func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, setGroupLimitSQL, group, limit)
+	}); err != nil {
 		return fmt.Errorf("set group limit: %w", err)
 	}
 	s.hub.Broadcast()
 	return nil
+}
+
+// PruneGroups deletes up to limit rows of idle groups at the default limit
+// (nothing running, limit 1; a missing row means exactly that) and returns
+// how many it deleted. Rows other transactions hold are skipped, and it
+// never makes an enqueue or a claim wait. Limits set with SetGroupLimit
+// (other than 1) are kept. RunRescuer calls it now and then.
+func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
+	}
+	tag, err := s.pool.Exec(ctx, pruneGroupsSQL, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune groups: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // Prune deletes one batch of old finished jobs.
@@ -505,19 +586,20 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	return int(tag.RowsAffected()), nil
 }
 
-// idSet collects the single id column of rows.
-func idSet(rows pgx.Rows, err error) (map[int64]bool, error) {
+// pairSet collects the (id, token) rows a Complete or Fail statement
+// returns for the entries that acted.
+func pairSet(rows pgx.Rows, err error) (map[pair]bool, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	set := map[int64]bool{}
+	set := map[pair]bool{}
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var p pair
+		if err := rows.Scan(&p.id, &p.token); err != nil {
 			return nil, err
 		}
-		set[id] = true
+		set[p] = true
 	}
 	return set, rows.Err()
 }
@@ -548,9 +630,5 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds())
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return collectJobs(rows)
+	return claim(ctx, tx, p, uuid.NewString())
 }

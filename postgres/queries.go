@@ -1,38 +1,68 @@
 package postgres
 
-import _ "embed"
-
-// The statements, one file each under sql/. Each file's header says what
-// it does, what it locks and which states it touches.
-var (
-	//go:embed sql/enqueue.sql
-	enqueueSQL string
-	//go:embed sql/claim.sql
-	claimSQL string
-	//go:embed sql/complete.sql
-	completeSQL string
-	//go:embed sql/fail.sql
-	failSQL string
-	//go:embed sql/rescue.sql
-	rescueSQL string
-	//go:embed sql/extend.sql
-	extendSQL string
-	//go:embed sql/release.sql
-	releaseSQL string
-	//go:embed sql/cancel.sql
-	cancelSQL string
-	//go:embed sql/retry.sql
-	retrySQL string
-	//go:embed sql/get.sql
-	getSQL string
-	//go:embed sql/list.sql
-	listSQL string
-	//go:embed sql/stats.sql
-	statsSQL string
-	//go:embed sql/prune.sql
-	pruneSQL string
-	//go:embed sql/set_group_limit.sql
-	setGroupLimitSQL string
-	//go:embed sql/token_states.sql
-	tokenStatesSQL string
+import (
+	"embed"
+	"fmt"
+	"strings"
+	"text/template"
 )
+
+// sqlFiles holds the statements, one file each under sql/, and the
+// fragments under sql/fragments/ that several statements share
+// ({{template "free_slots"}}). Each file's header says what the statement
+// does, what it locks and in which order. The texts are rendered once, at
+// package initialization, from these constant files only: no statement
+// text ever depends on input.
+//
+//go:embed sql/*.sql sql/fragments/*.sql
+var sqlFiles embed.FS
+
+// The statements.
+var (
+	enqueueSQL       = mustStatement("enqueue")
+	claimSQL         = mustStatement("claim")
+	completeSQL      = mustStatement("complete")
+	failSQL          = mustStatement("fail")
+	rescueSQL        = mustStatement("rescue")
+	extendSQL        = mustStatement("extend")
+	releaseSQL       = mustStatement("release")
+	cancelSQL        = mustStatement("cancel")
+	retrySQL         = mustStatement("retry")
+	getSQL           = mustStatement("get")
+	listSQL          = mustStatement("list")
+	statsSQL         = mustStatement("stats")
+	pruneSQL         = mustStatement("prune")
+	pruneGroupsSQL   = mustStatement("prune_groups")
+	setGroupLimitSQL = mustStatement("set_group_limit")
+	tokenStatesSQL   = mustStatement("token_states")
+)
+
+// fragments are parsed once and cloned for every statement.
+var fragments = template.Must(template.New("fragments").ParseFS(sqlFiles, "sql/fragments/*.sql"))
+
+// mustStatement renders sql/name.sql with the shared fragments. It panics
+// on an error: the files are compiled in, so an error is a bug that every
+// test run shows at once.
+func mustStatement(name string) string {
+	s, err := renderStatement(name)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func renderStatement(name string) (string, error) {
+	src, err := sqlFiles.ReadFile("sql/" + name + ".sql")
+	if err != nil {
+		return "", err
+	}
+	t, err := template.Must(fragments.Clone()).New(name).Option("missingkey=error").Parse(string(src))
+	if err != nil {
+		return "", fmt.Errorf("postgres: statement %s: %w", name, err)
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, nil); err != nil {
+		return "", fmt.Errorf("postgres: statement %s: %w", name, err)
+	}
+	return b.String(), nil
+}

@@ -46,15 +46,18 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		r := string(c.Result)
 		result = &r
 	}
-	var id int64
-	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id)
+	var (
+		id    int64
+		token string
+	)
+	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id, &token)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Explain from outside the caller's transaction: the job's state
 		// as others committed it.
 		errs := []error{nil}
 		var b batch
 		b.add(0, c.ID, tok)
-		if err := explain(ctx, s.pool, b, map[int64]bool{}, errs, true); err != nil {
+		if err := explain(ctx, s.pool, b, nil, errs, true); err != nil {
 			return fmt.Errorf("complete: %w", err)
 		}
 		return errs[0]

@@ -88,23 +88,24 @@ func TestCompleteRepeatedIDDecrementsOnce(t *testing.T) {
 		t.Fatalf("job: %s %s, want succeeded with the first entry's result", j.State, j.Result)
 	}
 
-	// A stale first entry: a later one with the current token does not act.
+	// A stale first entry does not stand for the current one after it.
 	b := jobs[1]
 	res, err = s.Complete(ctx, []readpast.Completion{{ID: b.ID, Token: "other"}, {ID: b.ID, Token: b.Token}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantResults(t, "complete stale first", res, readpast.ErrStaleToken, readpast.ErrStaleToken)
-	if j, _ := s.Get(ctx, b.ID); j.State != readpast.StateRunning {
-		t.Fatalf("job %s, want still running", j.State)
+	wantResults(t, "complete stale first", res, readpast.ErrStaleToken, nil)
+	if j, _ := s.Get(ctx, b.ID); j.State != readpast.StateSucceeded {
+		t.Fatalf("job %s, want succeeded", j.State)
 	}
-	if got, _ := groupRunning(t, s, "G"); got != 1 {
-		t.Fatalf("running = %d, want 1", got)
+	if got, _ := groupRunning(t, s, "G"); got != 0 {
+		t.Fatalf("running = %d, want 0", got)
 	}
 }
 
-// Repeated ids in one Fail batch act once: any later entry for the id is
-// ErrStaleToken, and the group count drops by one.
+// Repeated ids in one Fail batch act once: a later entry for the id is
+// ErrStaleToken (the first one ended the claim), and the group count drops
+// by one.
 func TestFailRepeatedIDDecrementsOnce(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()
@@ -135,14 +136,17 @@ func TestFailRepeatedIDDecrementsOnce(t *testing.T) {
 		t.Fatalf("b: %s %+v, want failed with one error", jb.State, jb.Errors)
 	}
 
-	// A stale first entry: a later one with the current token does not act.
-	res, err = s.Fail(ctx, []readpast.Failure{{ID: c.ID, Token: "other"}, {ID: c.ID, Token: c.Token}})
+	// A stale first entry does not stand for the current one after it.
+	res, err = s.Fail(ctx, []readpast.Failure{{ID: c.ID, Token: "other"}, {ID: c.ID, Token: c.Token, Message: "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantResults(t, "fail stale first", res, readpast.ErrStaleToken, readpast.ErrStaleToken)
-	if j, _ := s.Get(ctx, c.ID); j.State != readpast.StateRunning || len(j.Errors) != 0 {
-		t.Fatalf("c: %s %+v, want still running, no errors", j.State, j.Errors)
+	wantResults(t, "fail stale first", res, readpast.ErrStaleToken, nil)
+	if j, _ := s.Get(ctx, c.ID); j.State != readpast.StatePending || len(j.Errors) != 1 || j.Errors[0].Message != "c" {
+		t.Fatalf("c: %s %+v, want pending with the current entry's error", j.State, j.Errors)
+	}
+	if got, _ := groupRunning(t, s, "G"); got != 0 {
+		t.Fatalf("running = %d, want 0", got)
 	}
 }
 
@@ -213,9 +217,9 @@ func TestReleaseAttemptDriftIsAnError(t *testing.T) {
 	}
 }
 
-// A result CheckResult rejects fails that entry only; the rest of the batch
-// completes. The rejected entry is still its job's first entry: a later one
-// for the job is ErrStaleToken, as on PostgreSQL.
+// A result CheckResult rejects fails that entry only, and changes nothing;
+// the rest of the batch completes, including a later entry for the same
+// job whose result can be stored, as on PostgreSQL.
 func TestCompleteBadResultIsPerEntry(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()
@@ -230,7 +234,7 @@ func TestCompleteBadResultIsPerEntry(t *testing.T) {
 		{ID: c[0].ID, Token: c[0].Token, Result: json.RawMessage(`{not json`)},
 		{ID: c[1].ID, Token: c[1].Token, Result: json.RawMessage(`{"ok":true}`)},
 		{ID: c[2].ID, Token: c[2].Token, Result: json.RawMessage(`"a\u0000b"`)},
-		// A repeat after a rejected entry for the same job does not act.
+		// A repeat after a rejected entry for the same job acts.
 		{ID: c[0].ID, Token: c[0].Token, Result: json.RawMessage(`2`)},
 	})
 	if err != nil {
@@ -242,10 +246,10 @@ func TestCompleteBadResultIsPerEntry(t *testing.T) {
 			t.Fatalf("entry %d: %v, want a FieldError for result", i, res[i])
 		}
 	}
-	if res[1] != nil || !errors.Is(res[3], readpast.ErrStaleToken) {
-		t.Fatalf("entries 1 and 3: %v, want nil and ErrStaleToken", res)
+	if res[1] != nil || res[3] != nil {
+		t.Fatalf("entries 1 and 3: %v, want nil", res)
 	}
-	for i, want := range []readpast.JobState{readpast.StateRunning, readpast.StateSucceeded, readpast.StateRunning} {
+	for i, want := range []readpast.JobState{readpast.StateSucceeded, readpast.StateSucceeded, readpast.StateRunning} {
 		if j, _ := s.Get(ctx, c[i].ID); j.State != want {
 			t.Fatalf("job %d: %s, want %s", i, j.State, want)
 		}

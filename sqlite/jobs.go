@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/readpast/readpast"
 )
 
@@ -137,10 +139,11 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if !claimable {
 		return []*readpast.Job{}, nil
 	}
+	token := uuid.NewString()
 	var out []*readpast.Job
 	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
 		var err error
-		out, err = claimIn(ctx, tx, p, queues, s.now())
+		out, err = claimIn(ctx, tx, p, queues, s.now(), token)
 		return err
 	})
 	if err != nil {
@@ -220,13 +223,13 @@ func (q *queueScan) next() error {
 }
 
 // claimIn picks and takes the jobs of one claim inside tx.
-func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time) ([]*readpast.Job, error) {
+func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) ([]*readpast.Job, error) {
 	nowUS := micros(now)
 	ids, taken, err := pickJobs(ctx, tx, queues, p.Limit, nowUS)
 	if err != nil || len(ids) == 0 {
 		return []*readpast.Job{}, err
 	}
-	rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)))
+	rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)), token)
 	if err != nil {
 		return nil, err
 	}
@@ -405,22 +408,22 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 
 // completeIn applies completions inside tx in two set-based statements
 // (the entries that matched no running job are then looked up one by one).
-// Only the first entry for each id goes into the statements, so a job is
-// moved, and its group slot freed, at most once per batch; an entry whose
-// result readpast.CheckResult rejects gets that error and changes nothing,
-// and later entries for its id are settled by settleRepeats. freed reports
-// whether a group slot was freed.
+// Each (id, token) pair goes into the statements once (readpast.FirstPairs),
+// and only the current token can match, so a job is moved, and its group
+// slot freed, at most once per batch; an entry whose result
+// readpast.CheckResult rejects gets that error and changes nothing, and
+// repeats are settled by readpast.SettleRepeats. freed reports whether a
+// group slot was freed.
 func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
 	res = make([]error, len(cs))
-	first := make(map[int64]int, len(cs)) // id -> index of its first entry
+	for i, c := range cs {
+		res[i] = readpast.CheckResult(c.Result)
+	}
+	first := readpast.FirstPairs(len(cs), func(i int) (int64, string) { return cs[i].ID, cs[i].Token },
+		func(i int) bool { return res[i] != nil })
 	batch := make([][3]any, 0, len(cs))
 	for i, c := range cs {
-		if _, dup := first[c.ID]; dup {
-			continue
-		}
-		first[c.ID] = i
-		if err := readpast.CheckResult(c.Result); err != nil {
-			res[i] = err
+		if first[i] != i {
 			continue
 		}
 		var result any
@@ -429,7 +432,12 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		}
 		batch = append(batch, [3]any{c.ID, c.Token, result})
 	}
-	moved := make(map[int64]bool, len(batch))
+	type pair struct {
+		id    int64
+		token string
+	}
+	moved := make(map[pair]bool, len(batch))
+	var movedIDs []int64
 	groups := map[string]int{}
 	if len(batch) > 0 {
 		js, err := json.Marshal(batch)
@@ -442,14 +450,15 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		}
 		for rows.Next() {
 			var (
-				id    int64
+				p     pair
 				group sql.NullString
 			)
-			if err := rows.Scan(&id, &group); err != nil {
+			if err := rows.Scan(&p.id, &p.token, &group); err != nil {
 				rows.Close()
 				return nil, false, err
 			}
-			moved[id] = true
+			moved[p] = true
+			movedIDs = append(movedIDs, p.id)
 			if group.Valid {
 				groups[group.String]++
 			}
@@ -458,24 +467,20 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			return nil, false, err
 		}
 	}
-	if len(moved) > 0 {
-		ids := make([]int64, 0, len(moved))
-		for id := range moved {
-			ids = append(ids, id)
-		}
-		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(ids)); err != nil {
+	if len(movedIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
 			return nil, false, err
 		}
 	}
 	for i, c := range cs {
-		if first[c.ID] != i || res[i] != nil || moved[c.ID] {
+		if first[i] != i || moved[pair{c.ID, c.Token}] {
 			continue
 		}
 		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
 			return nil, false, err
 		}
 	}
-	readpast.SettleRepeats(res, first, func(i int) (int64, string) { return cs[i].ID, cs[i].Token }, true)
+	readpast.SettleRepeats(res, first, true)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}
@@ -520,20 +525,22 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	return res, nil
 }
 
-// failIn applies failures inside tx, each id at most once (its first
-// entry), so no job is failed, and no group slot freed, twice in a batch.
+// failIn applies failures inside tx in order, each (id, token) pair once
+// (readpast.FirstPairs): only the current token matches, and once it has
+// acted the claim is over, so no job is failed, and no group slot freed,
+// twice in a batch.
 // wake reports whether a job became pending or a group slot was freed.
 func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake bool, err error) {
 	nowUS := micros(now)
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
 	groups := map[string]int{}
-	first := make(map[int64]int, len(fs)) // id -> index of its first entry
+	first := readpast.FirstPairs(len(fs), func(i int) (int64, string) { return fs[i].ID, fs[i].Token },
+		func(int) bool { return false })
 	for i, f := range fs {
-		if _, dup := first[f.ID]; dup {
-			continue // settled by settleRepeats below
+		if first[i] != i {
+			continue // a repeated pair: settled by SettleRepeats below
 		}
-		first[f.ID] = i
 		f = f.Normalize()
 		var (
 			attempt, maxAttempts int
@@ -574,7 +581,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			groups[group.String]++
 		}
 	}
-	readpast.SettleRepeats(res, first, func(i int) (int64, string) { return fs[i].ID, fs[i].Token }, false)
+	readpast.SettleRepeats(res, first, false)
 	if err := releaseGroups(ctx, tx, groups); err != nil {
 		return nil, false, err
 	}

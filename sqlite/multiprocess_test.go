@@ -273,7 +273,13 @@ func readHistory(path string) ([]mpEvent, error) {
 // checkMultiProcess checks the merged histories of all workers.
 func checkMultiProcess(t *testing.T, jobs []*readpast.Job, evs []mpEvent) (claims, stale int) {
 	t.Helper()
-	byToken := map[string]*mpEvent{}
+	// A token is a claim's (all jobs of one claim share it), so a claim of
+	// a job is known by the job's id and the token.
+	type pair struct {
+		id    int64
+		token string
+	}
+	byClaim := map[pair]*mpEvent{}
 	perJob := map[int64][]*mpEvent{}
 	for i := range evs {
 		e := &evs[i]
@@ -281,10 +287,10 @@ func checkMultiProcess(t *testing.T, jobs []*readpast.Job, evs []mpEvent) (claim
 			continue
 		}
 		claims++
-		if byToken[e.token] != nil {
-			t.Errorf("token %s handed out twice", e.token)
+		if byClaim[pair{e.id, e.token}] != nil {
+			t.Errorf("job %d handed out twice with token %s", e.id, e.token)
 		}
-		byToken[e.token] = e
+		byClaim[pair{e.id, e.token}] = e
 		perJob[e.id] = append(perJob[e.id], e)
 	}
 	accepted := map[int64][]*mpEvent{}
@@ -293,8 +299,8 @@ func checkMultiProcess(t *testing.T, jobs []*readpast.Job, evs []mpEvent) (claim
 		if e.op != "complete" {
 			continue
 		}
-		c := byToken[e.token]
-		if c == nil || c.id != e.id {
+		c := byClaim[pair{e.id, e.token}]
+		if c == nil {
 			t.Errorf("completion of job %d with a token no claim of it returned", e.id)
 			continue
 		}
@@ -331,7 +337,7 @@ func checkMultiProcess(t *testing.T, jobs []*readpast.Job, evs []mpEvent) (claim
 	// invocation) never overlap.
 	type window struct{ from, to time.Time }
 	byGroup := map[string][]window{}
-	for _, c := range byToken {
+	for _, c := range byClaim {
 		if c.group == "" {
 			continue
 		}

@@ -63,10 +63,10 @@ ORDER BY j.priority, j.run_at, j.id`
 WHERE group_key = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
-	// claimUpdateSQL takes the chosen jobs (?1: JSON array of ids); each
-	// gets its own random 128-bit token.
+	// claimUpdateSQL takes the chosen jobs (?1: JSON array of ids) under
+	// the claim's token ?5.
 	claimUpdateSQL = `UPDATE readpast_jobs
-SET state = 'running', attempt = attempt + 1, token = lower(hex(randomblob(16))),
+SET state = 'running', attempt = attempt + 1, token = ?5,
     worker = ?2, started_at = ?3, lease_expires_at = ?4
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
 RETURNING ` + liveSelect
@@ -101,7 +101,7 @@ SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.at
     NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
-RETURNING id, group_key`
+RETURNING id, token, group_key`
 	deleteLiveManySQL = `DELETE FROM readpast_jobs WHERE id IN (SELECT value FROM json_each(?1))`
 	deleteLiveSQL     = `DELETE FROM readpast_jobs WHERE id = ?1`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the

@@ -24,6 +24,7 @@ type event struct {
 	op       string // "claim", "complete", "fail"
 	id       int64
 	token    string
+	call     int64 // claim only: which Claim call took the job
 	worker   int
 	group    string
 	prio     int // claim only
@@ -46,7 +47,8 @@ func (r *recorder) add(evs []event) {
 }
 
 // checkHistory verifies the invariants over a whole run:
-//   - every claim token is unique;
+//   - every Claim call has its own token (all jobs of one call share it),
+//     so no (job, token) pair is handed out twice;
 //   - no job is held by two claims at once while a lease is valid: a claim
 //     is valid from when it returned until the earlier of (claim invoked +
 //     lease) and the invocation of its own accepted complete/fail; the next
@@ -59,19 +61,29 @@ func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []ev
 		event
 		end time.Time // end of the conservative validity window
 	}
-	byToken := map[string]*claimRec{}
+	type pair struct {
+		id    int64
+		token string
+	}
+	byPair := map[pair]*claimRec{}
+	callOf := map[string]int64{} // token -> the Claim call that issued it
 	perJob := map[int64][]*claimRec{}
 	for _, e := range evs {
 		if e.op != "claim" {
 			continue
 		}
 		claims++
-		if byToken[e.token] != nil {
-			t.Errorf("token %s handed out twice", e.token)
+		if c, ok := callOf[e.token]; ok && c != e.call {
+			t.Errorf("token %s issued by two Claim calls", e.token)
+		}
+		callOf[e.token] = e.call
+		k := pair{e.id, e.token}
+		if byPair[k] != nil {
+			t.Errorf("job %d handed out twice with token %s", e.id, e.token)
 			continue
 		}
 		c := &claimRec{event: e, end: e.invoked.Add(e.lease)}
-		byToken[e.token] = c
+		byPair[k] = c
 		perJob[e.id] = append(perJob[e.id], c)
 	}
 	accepted := map[int64][]event{}
@@ -79,7 +91,7 @@ func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []ev
 		if e.op == "claim" {
 			continue
 		}
-		c := byToken[e.token]
+		c := byPair[pair{e.id, e.token}]
 		if c == nil {
 			t.Errorf("%s of job %d with a token never claimed", e.op, e.id)
 			continue
@@ -148,12 +160,15 @@ func claimRecorded(ctx context.Context, t *testing.T, s readpast.Store, w int, p
 	if len(got) == 0 {
 		time.Sleep(time.Millisecond)
 	}
+	// Calls that took jobs get distinct ids: the worker, and how many
+	// events it had recorded before.
+	call := int64(w)<<40 | int64(len(*evs))
 	for _, j := range got {
 		g := ""
 		if j.Group != nil {
 			g = *j.Group
 		}
-		*evs = append(*evs, event{op: "claim", id: j.ID, token: j.Token, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: p.Lease})
+		*evs = append(*evs, event{op: "claim", id: j.ID, token: j.Token, call: call, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: p.Lease})
 	}
 	return got, true
 }
@@ -397,11 +412,15 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 		prio       int
 		start, end time.Time
 	}
-	ends := map[string]time.Time{}
+	type run0 struct {
+		id    int64
+		token string
+	}
+	ends := map[run0]time.Time{} // a run ends when its own complete/fail/release is invoked
 	failed := map[int64]bool{}
 	for _, e := range rec.events {
 		if e.op != "claim" {
-			ends[e.token] = e.invoked
+			ends[run0{e.id, e.token}] = e.invoked
 		}
 		if e.op == "fail" {
 			failed[e.id] = true
@@ -410,7 +429,7 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 	perGroup := map[string][]run{}
 	for _, e := range rec.events {
 		if e.op == "claim" && e.group != "" {
-			perGroup[e.group] = append(perGroup[e.group], run{e.id, e.prio, e.returned, ends[e.token]})
+			perGroup[e.group] = append(perGroup[e.group], run{e.id, e.prio, e.returned, ends[run0{e.id, e.token}]})
 		}
 	}
 	overlaps, inversions := 0, 0

@@ -270,12 +270,16 @@ func testClaimOrder(t *testing.T, h Harness) {
 			t.Fatalf("claimed job not marked running with token, lease, worker: %+v", j)
 		}
 	}
-	seen := map[string]bool{}
+	// One claim, one token (the seeds' marker): every job of the call
+	// carries it, and the next call gets another.
 	for _, j := range c {
-		if seen[j.Token] {
-			t.Fatalf("token %s given twice", j.Token)
+		if j.Token != c[0].Token {
+			t.Fatalf("jobs of one claim carry tokens %s and %s", c[0].Token, j.Token)
 		}
-		seen[j.Token] = true
+	}
+	enqueue(t, s2, readpast.EnqueueParams{Kind: "e"})
+	if next := claim(t, s2, 1, time.Minute); len(next) != 1 || next[0].Token == c[0].Token {
+		t.Fatalf("a second claim reused the first one's token: %+v", next)
 	}
 }
 
@@ -419,8 +423,10 @@ func testCompleteIdempotent(t *testing.T, h Harness) {
 }
 
 // testBatchRepeats: a batch that names a job twice, or carries one entry
-// that cannot be stored, settles every entry on its own and frees a group
-// slot once.
+// that cannot be stored, settles every entry as if applied one after
+// another: each (id, token) pair acts once, a stale or malformed entry
+// before the current one does not stand for it, and a group slot is freed
+// once.
 func testBatchRepeats(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
@@ -454,24 +460,59 @@ func testBatchRepeats(t *testing.T, h Harness) {
 	} else {
 		a = more[0]
 	}
-	// Complete a and b with repeats, a bad result and a stale token mixed in.
+	// Complete a and b with repeats, a bad result and a stale token mixed
+	// in. b's first entry cannot be stored, so its second entry, the first
+	// storable one with b's token, completes it.
 	errs = ok(s.Complete(ctx, []readpast.Completion{
 		{ID: a.ID, Token: a.Token},
 		{ID: b.ID, Token: b.Token, Result: json.RawMessage(`"nul \u0000"`)},
 		{ID: a.ID, Token: a.Token},
-		{ID: a.ID, Token: b.Token},
+		{ID: a.ID, Token: "00000000-0000-0000-0000-000000000000"},
 		{ID: b.ID, Token: b.Token, Result: json.RawMessage(`"fine"`)},
 	})).must(t)
 	if errs[0] != nil || !errors.Is(errs[1], readpast.ErrInvalid) || errs[2] != nil ||
-		!errors.Is(errs[3], readpast.ErrStaleToken) || !errors.Is(errs[4], readpast.ErrStaleToken) {
+		!errors.Is(errs[3], readpast.ErrStaleToken) || errs[4] != nil {
 		t.Fatalf("mixed completion batch: %v", errs)
 	}
 	wantState(t, s, a.ID, readpast.StateSucceeded)
-	wantState(t, s, b.ID, readpast.StateRunning)
-	// Exactly one slot came back: with two jobs waiting, one more runs, not two.
-	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "R"})
-	if more := claim(t, s, 10, time.Minute); len(more) != 1 {
-		t.Fatalf("after one completion %d more jobs ran", len(more))
+	if j := wantState(t, s, b.ID, readpast.StateSucceeded); string(j.Result) != `"fine"` {
+		t.Fatalf("b's result %s, want the storable entry's", j.Result)
+	}
+	// Exactly two slots came back: with three jobs waiting, two run.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "R"}, readpast.EnqueueParams{Kind: "k", Group: "R"})
+	more := claim(t, s, 10, time.Minute)
+	if len(more) != 2 {
+		t.Fatalf("after two completions %d more jobs ran, want 2", len(more))
+	}
+	x, y := more[0], more[1]
+
+	// A stale entry before the current one: the current one still acts.
+	errs = ok(s.Complete(ctx, []readpast.Completion{
+		{ID: x.ID, Token: "00000000-0000-0000-0000-000000000000"},
+		{ID: x.ID, Token: x.Token, Result: json.RawMessage(`1`)},
+		{ID: x.ID, Token: x.Token, Result: json.RawMessage(`2`)},
+	})).must(t)
+	if !errors.Is(errs[0], readpast.ErrStaleToken) || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("complete [stale, current, current again]: %v", errs)
+	}
+	if j := wantState(t, s, x.ID, readpast.StateSucceeded); string(j.Result) != `1` {
+		t.Fatalf("result %s, want the first current entry's", j.Result)
+	}
+	// A malformed token before the current one: the failure is recorded.
+	errs = ok(s.Fail(ctx, []readpast.Failure{
+		{ID: y.ID, Token: "not-a-token", Message: "m"},
+		{ID: y.ID, Token: y.Token, Message: "real", RetryAt: time.Now().Add(time.Hour)},
+	})).must(t)
+	if !errors.Is(errs[0], readpast.ErrStaleToken) || errs[1] != nil {
+		t.Fatalf("fail [malformed, current]: %v", errs)
+	}
+	if j := wantState(t, s, y.ID, readpast.StatePending); len(j.Errors) != 1 || j.Errors[0].Message != "real" {
+		t.Fatalf("after fail [malformed, current]: %+v", j.Errors)
+	}
+	// Unknown ids: not found, repeats too.
+	errs = ok(s.Complete(ctx, []readpast.Completion{{ID: 1 << 40, Token: x.Token}, {ID: 1 << 40, Token: x.Token}})).must(t)
+	if !errors.Is(errs[0], readpast.ErrNotFound) || !errors.Is(errs[1], readpast.ErrNotFound) {
+		t.Fatalf("unknown id twice: %v", errs)
 	}
 }
 

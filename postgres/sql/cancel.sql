@@ -1,5 +1,6 @@
 -- Cancel a live job: it moves to history as cancelled. A running job's
--- token stops being current and its group slot is freed.
+-- token stops being current, its group slot is freed and the group's next
+-- jobs marked (free_slots: job row first, then the group row).
 WITH done AS (
     DELETE FROM readpast_jobs WHERE id = $1 RETURNING *
 ),
@@ -12,11 +13,15 @@ moved AS (
     FROM done
     RETURNING *
 ),
-freed AS (
-    UPDATE readpast_groups g SET running = g.running - 1
-    FROM done d WHERE d.state = 'running' AND g.group_key = d.group_key
+freeing AS (
+    SELECT group_key, 1::bigint AS n FROM done WHERE state = 'running' AND group_key IS NOT NULL
+),
+{{template "free_slots"}},
+notified AS (
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, NULL::timestamptz, worker, created_at, started_at,
        finished_at, errors, result
-FROM moved;
+FROM moved
+WHERE (SELECT count(*) FROM notified) >= 0;

@@ -1,21 +1,46 @@
--- Claim up to $3 jobs from queues $1 for worker $2 with a lease of $4
--- microseconds, in ONE statement.
+-- Claim up to $3 jobs from the queues $1 for worker $2, with a lease of $4
+-- microseconds, all under the claim token $5, in ONE statement.
 --
--- ungrouped: per queue, the first pending jobs in claim order, row-locked
---   with SKIP LOCKED so concurrent claimers take disjoint sets and never wait.
--- grouped: for each group with pending jobs and a free slot, its oldest
---   eligible jobs (at most the free slots), taken only if they are in one
---   of our queues: a group is one ordered stream whatever queues its jobs
---   are in. The GROUP ROW is locked with SKIP LOCKED. If a concurrent claim
---   committed a bump first, PostgreSQL re-checks the newest group row
---   (running < max_running) and drops a group that is now full.
--- claimed: the chosen rows become running; "state = 'pending'" is re-checked
---   on the newest row version, so a job is never claimed twice. The ids go
---   through an array so the planner looks them up by primary key instead of
---   hash-joining the whole live table.
--- bumped: the group rows locked above count their new running jobs.
-WITH RECURSIVE ungrouped AS (
-    SELECT j.id, j.priority, j.run_at
+-- Never waits: every row it takes is locked FOR UPDATE SKIP LOCKED, so a
+-- row another transaction holds (a claim, a finisher, a caller's open
+-- CompleteTx or EnqueueTx) is passed over, and the only other lock it
+-- takes is pg_try_advisory_xact_lock. Never overshoots a group limit: a
+-- group's free slots are read from its row AFTER locking it, and when a
+-- concurrent commit changed that row since this statement's snapshot,
+-- PostgreSQL hands the lock, and the values, of the newest version.
+--
+-- ungrouped: per queue, the first pending ungrouped jobs in claim order,
+--   locked SKIP LOCKED.
+-- marks: per queue, the first ready marks in claim order (see
+--   migrations/002_ready_marks.sql), locked SKIP LOCKED so concurrent
+--   claims walk disjoint marks. Full and idle groups have no marks, so
+--   they cost nothing here.
+-- locked: the rows of the groups those marks name, locked SKIP LOCKED,
+--   with their newest running and max_running.
+-- new_groups: marked groups that have no row in this snapshot (a missing
+--   row means running 0, limit 1). This claim creates their rows, under a
+--   try-lock on the key that every transaction inserting or deleting a
+--   group row takes, so two of them never insert one key at once (the
+--   second INSERT would wait for the first).
+-- heads: per decided group, its first due pending jobs across all queues
+--   (a group is one ordered stream), as many as it has free slots, plus
+--   one to mark when this claim's own limit is what stops it.
+-- taken_heads: those heads in our queues, locked SKIP LOCKED; the state
+--   and run-at are re-checked on the newest row version, so a head claimed,
+--   finished or rescheduled since the snapshot is left alone.
+-- picked: the first $3 of both kinds in claim order.
+-- created / bumped: the group rows count their newly running jobs. A key
+--   created by another transaction since the snapshot conflicts, nothing is
+--   inserted, and that group's jobs are not claimed.
+-- claimed: the picked jobs of groups this claim holds become running.
+-- used_marks / announced: every due mark of each group this claim holds
+--   is used up (not only the walked ones, so a full group's backlog of
+--   marks does not clog the front of the claim order), and each such group
+--   with a free slot left is marked again at its first job this claim did
+--   not take, per queue. Marks of jobs not yet due stay: nobody else would
+--   mark those jobs when they come due.
+WITH ungrouped AS (
+    SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
     FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at
@@ -26,57 +51,108 @@ WITH RECURSIVE ungrouped AS (
         FOR UPDATE SKIP LOCKED
     ) j
 ),
--- The group keys that have pending jobs, one index probe per key (a loose
--- index scan of readpast_jobs_group_claim), so groups with nothing to do
--- cost nothing however many there have been.
-pending_groups (group_key) AS (
-    (SELECT group_key FROM readpast_jobs
-     WHERE state = 'pending' AND group_key IS NOT NULL
-     ORDER BY group_key LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.group_key FROM readpast_jobs j
-            WHERE j.state = 'pending' AND j.group_key > p.group_key
-            ORDER BY j.group_key LIMIT 1)
-    FROM pending_groups p
-    WHERE p.group_key IS NOT NULL
-),
-grouped AS (
-    SELECT h.id, h.priority, h.run_at
-    FROM pending_groups pg
-    JOIN readpast_groups g ON g.group_key = pg.group_key
+marks AS (
+    SELECT m.mark, m.group_key
+    FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, queue
+        SELECT ctid AS mark, group_key
+        FROM readpast_group_ready
+        WHERE queue = q.name AND run_at <= now()
+          AND readpast_stall('claim.before_locks')
+        ORDER BY priority, run_at, job_id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) m
+),
+locked AS (
+    SELECT group_key, running, max_running
+    FROM readpast_groups
+    WHERE group_key = ANY (ARRAY(SELECT DISTINCT group_key FROM marks))
+    FOR UPDATE SKIP LOCKED
+),
+new_groups AS (
+    SELECT group_key, 0 AS running, 1 AS max_running
+    FROM (SELECT DISTINCT group_key FROM marks) m
+    WHERE NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = m.group_key)
+      AND pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
+),
+decided AS (
+    SELECT group_key, max_running - running AS free, least(greatest(max_running - running, 0), $3) AS takes
+    FROM (SELECT * FROM locked UNION ALL SELECT * FROM new_groups) g
+),
+heads AS (
+    SELECT h.id, h.queue, h.priority, h.run_at, d.group_key, h.rn <= d.takes AS claimable
+    FROM decided d
+    CROSS JOIN LATERAL (
+        SELECT id, queue, priority, run_at, row_number() OVER (ORDER BY priority, run_at, id) AS rn
         FROM readpast_jobs
-        WHERE group_key = g.group_key AND state = 'pending' AND run_at <= now()
+        WHERE group_key = d.group_key AND state = 'pending' AND run_at <= now()
         ORDER BY priority, run_at, id
-        LIMIT g.max_running - g.running
+        LIMIT CASE WHEN d.free > d.takes THEN d.takes + 1 ELSE d.takes END
     ) h
-    WHERE g.running < g.max_running AND h.queue = ANY($1::text[])
-    ORDER BY h.priority, h.run_at, h.id
-    LIMIT $3
-    FOR UPDATE OF g SKIP LOCKED
+),
+taken_heads AS (
+    SELECT id, priority, run_at, group_key
+    FROM readpast_jobs
+    WHERE id = ANY (ARRAY(SELECT id FROM heads WHERE claimable AND queue = ANY ($1::text[])))
+      AND state = 'pending' AND run_at <= now()
+      AND readpast_stall('claim.group_heads')
+    FOR UPDATE SKIP LOCKED
 ),
 picked AS (
-    SELECT id FROM (SELECT * FROM ungrouped UNION ALL SELECT * FROM grouped) c
+    SELECT id, group_key
+    FROM (SELECT * FROM ungrouped UNION ALL SELECT * FROM taken_heads) c
     ORDER BY priority, run_at, id
     LIMIT $3
+),
+counts AS (
+    SELECT group_key, count(*)::int AS n FROM picked WHERE group_key IS NOT NULL GROUP BY group_key
+),
+created AS (
+    INSERT INTO readpast_groups (group_key, running)
+    SELECT n.group_key, coalesce(c.n, 0)
+    FROM new_groups n LEFT JOIN counts c USING (group_key)
+    ORDER BY n.group_key
+    ON CONFLICT (group_key) DO NOTHING
+    RETURNING group_key
+),
+bumped AS (
+    UPDATE readpast_groups g
+    SET running = g.running + c.n
+    FROM counts c
+    WHERE g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
+),
+held AS (
+    SELECT group_key FROM locked UNION ALL SELECT group_key FROM created
 ),
 claimed AS (
     UPDATE readpast_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
-        token = gen_random_uuid(),
+        token = $5::uuid,
         worker = $2,
         started_at = now(),
         lease_expires_at = now() + $4::bigint * interval '1 microsecond'
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.state = 'pending'
+    WHERE j.id = ANY (ARRAY(
+            SELECT id FROM picked
+            WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
+      AND j.state = 'pending'
     RETURNING j.*
 ),
-bumped AS (
-    UPDATE readpast_groups g
-    SET running = g.running + c.n
-    FROM (SELECT group_key, count(*) AS n FROM claimed WHERE group_key IS NOT NULL GROUP BY group_key) c
-    WHERE g.group_key = c.group_key
+used_marks AS (
+    DELETE FROM readpast_group_ready
+    WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM readpast_group_ready
+        WHERE group_key = ANY (ARRAY(SELECT group_key FROM held)) AND run_at <= now()
+        FOR UPDATE SKIP LOCKED))
+),
+announced AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT DISTINCT ON (h.group_key, h.queue) h.queue, h.priority, h.run_at, h.id, h.group_key
+    FROM heads h
+    WHERE h.group_key IN (SELECT group_key FROM held)
+      AND h.id <> ALL (ARRAY(SELECT id FROM picked))
+    ORDER BY h.group_key, h.queue, h.priority, h.run_at, h.id
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,

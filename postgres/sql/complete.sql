@@ -1,7 +1,9 @@
 -- Complete a batch: each job moves from live to history as succeeded, only
--- if id, token and running state all match. Group slots are freed in the
--- same statement; group rows are locked in key order so concurrent
--- finishers cannot deadlock on them. Returns the ids that completed.
+-- if id, token and running state all match. The caller sends each (id,
+-- token) pair once, sorted by id, so job rows are locked in id order;
+-- group slots are then freed and the groups' next jobs marked (the
+-- free_slots fragment: job rows first, then group rows in key order).
+-- Returns the ids that completed.
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::jsonb[]) AS t(id, token, result)
 ),
@@ -29,17 +31,11 @@ moved AS (
            worker, group_key, created_at, started_at, now(), errors, t.result
     FROM done d JOIN target t ON t.id = d.id
 ),
-freed_counts AS (
+freeing AS (
     SELECT group_key, count(*) AS n FROM done WHERE group_key IS NOT NULL GROUP BY group_key
 ),
-locked AS (
-    SELECT g.group_key, c.n
-    FROM readpast_groups g JOIN freed_counts c USING (group_key)
-    ORDER BY g.group_key
-    FOR UPDATE OF g
-),
-freed AS (
-    UPDATE readpast_groups g SET running = g.running - l.n
-    FROM locked l WHERE g.group_key = l.group_key
+{{template "free_slots"}},
+notified AS (
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
 )
-SELECT id FROM done;
+SELECT id, token::text FROM done WHERE (SELECT count(*) FROM notified) >= 0;

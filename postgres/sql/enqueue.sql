@@ -1,29 +1,25 @@
 -- Enqueue a batch in one statement. Inputs are parallel arrays; rows come
--- back in input order (ids are assigned in that order). Group rows are
--- created as needed. Keys whose row already exists are filtered out before
--- the INSERT: ON CONFLICT would wait on a claim that has bumped that row
--- and not yet committed, and enqueue must never wait on claimers. A NULL
--- run-at means now on the database's clock, the clock claims compare with.
--- The NOTIFY is delivered when the caller's transaction commits, coalesced
--- per transaction.
+-- back in input order (ids are assigned in that order). It only inserts:
+-- job rows with fresh ids, and a ready mark for each grouped job (marks
+-- have no unique key). It touches no group row, so it never waits on a
+-- claim, a finisher, or another enqueue, whether or not their
+-- transactions are open. A NULL run-at means now on the database's clock,
+-- the clock claims compare with. The NOTIFY is delivered when the
+-- caller's transaction commits, coalesced per transaction.
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[])
         WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, ord)
-),
-new_groups AS (
-    INSERT INTO readpast_groups (group_key)
-    SELECT DISTINCT i.group_key FROM input i
-    WHERE i.group_key IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = i.group_key)
-    ORDER BY i.group_key
-    ON CONFLICT (group_key) DO NOTHING
 ),
 inserted AS (
     INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key)
     SELECT queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key
     FROM input ORDER BY ord
     RETURNING *
+),
+marked AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT queue, priority, run_at, id, group_key FROM inserted WHERE group_key IS NOT NULL
 ),
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n

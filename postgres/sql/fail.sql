@@ -1,7 +1,10 @@
 -- Record failed attempts. Each job with a matching id, token and running
 -- state either goes back to pending at its retry time (attempts left, not
 -- discarded) or moves to history as failed. The attempt's error is appended
--- to errors either way; group slots are freed. Returns the ids that changed.
+-- to errors either way. The caller sends each (id, token) pair once, sorted
+-- by id; group slots are freed, retried grouped jobs get a ready mark, and
+-- the groups' next jobs are marked (free_slots). Returns the ids that
+-- changed.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
@@ -9,7 +12,7 @@ WITH input AS (
 ),
 -- One locked primary-key lookup per input row, as in complete.sql.
 target AS (
-    SELECT j.id, j.group_key,
+    SELECT j.id, i.token, j.group_key,
            (j.attempt < j.max_attempts AND NOT i.discard) AS retry,
            coalesce(i.retry_at, now()) AS retry_at,
            j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
@@ -27,6 +30,11 @@ retried AS (
     SET state = 'pending', token = NULL, lease_expires_at = NULL, run_at = t.retry_at, errors = t.errors
     FROM target t
     WHERE j.id = t.id AND t.retry
+    RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
+),
+marked AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT queue, priority, run_at, id, group_key FROM retried WHERE group_key IS NOT NULL
 ),
 dead AS (
     DELETE FROM readpast_jobs j
@@ -42,17 +50,12 @@ moved AS (
            worker, group_key, created_at, started_at, now(), new_errors, NULL
     FROM dead
 ),
-freed_counts AS (
+freeing AS (
     SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key
 ),
-locked AS (
-    SELECT g.group_key, c.n
-    FROM readpast_groups g JOIN freed_counts c USING (group_key)
-    ORDER BY g.group_key
-    FOR UPDATE OF g
-),
-freed AS (
-    UPDATE readpast_groups g SET running = g.running - l.n
-    FROM locked l WHERE g.group_key = l.group_key
+{{template "free_slots"}},
+notified AS (
+    SELECT pg_notify('readpast', '')
+    FROM (SELECT 1 FROM target WHERE retry OR group_key IS NOT NULL LIMIT 1) f
 )
-SELECT id FROM target;
+SELECT id, token::text FROM target WHERE (SELECT count(*) FROM notified) >= 0;

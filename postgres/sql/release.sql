@@ -1,20 +1,36 @@
--- Give a running job back unworked: pending at once, the attempt not
--- counted, its group slot freed. Only for the current claim.
+-- Give running jobs back unworked: pending at once, the attempt not
+-- counted, group slots freed, ready marks for the released grouped jobs
+-- and the groups' next jobs (free_slots: job rows first, then group rows
+-- in key order). $1 names one job by id with its token $2 (Release), or
+-- is NULL to release every job the claim with token $2 took (a claim
+-- whose outcome its caller never learned); then $3 bounds the search to
+-- leases ending within 10 minutes before now + $3 microseconds, where
+-- that claim's leases must end, so the lease index finds them.
 WITH target AS (
     SELECT id, group_key FROM readpast_jobs
-    WHERE id = $1 AND token = $2 AND state = 'running'
+    WHERE token = $2::uuid AND state = 'running'
+      AND ($1::bigint IS NULL OR id = $1)
+      AND ($1::bigint IS NOT NULL OR lease_expires_at BETWEEN
+             now() + $3::bigint * interval '1 microsecond' - interval '10 minutes'
+             AND now() + $3::bigint * interval '1 microsecond')
+    ORDER BY id
     FOR UPDATE
 ),
 released AS (
     UPDATE readpast_jobs j
     SET state = 'pending', token = NULL, lease_expires_at = NULL, attempt = j.attempt - 1
     FROM target t WHERE j.id = t.id
+    RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
-freed AS (
-    UPDATE readpast_groups g SET running = g.running - 1
-    FROM target t WHERE g.group_key = t.group_key
+marked AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT queue, priority, run_at, id, group_key FROM released WHERE group_key IS NOT NULL
 ),
+freeing AS (
+    SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key
+),
+{{template "free_slots"}},
 notified AS (
-    SELECT pg_notify('readpast', '') FROM target
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM target LIMIT 1) t
 )
 SELECT count(*) FROM target WHERE (SELECT count(*) FROM notified) >= 0;

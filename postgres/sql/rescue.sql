@@ -3,7 +3,9 @@
 -- row version, so a rescue racing a late completion or a heartbeat can
 -- never both win: this is the same id + token + running check as a
 -- worker's write. Attempts left: back to pending, keeping its place in
--- claim order. None left: to history as failed. Group slots are freed.
+-- claim order, with a ready mark when grouped. None left: to history as
+-- failed. Group slots are freed and the groups' next jobs marked
+-- (free_slots: job rows first, then group rows in key order).
 WITH expired AS (
     SELECT id, group_key, attempt < max_attempts AS retry,
            errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
@@ -19,6 +21,11 @@ retried AS (
     SET state = 'pending', token = NULL, lease_expires_at = NULL, errors = e.errors
     FROM expired e
     WHERE j.id = e.id AND e.retry
+    RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
+),
+marked AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT queue, priority, run_at, id, group_key FROM retried WHERE group_key IS NOT NULL
 ),
 dead AS (
     DELETE FROM readpast_jobs j
@@ -34,17 +41,11 @@ moved AS (
            worker, group_key, created_at, started_at, now(), new_errors, NULL
     FROM dead
 ),
-freed_counts AS (
+freeing AS (
     SELECT group_key, count(*) AS n FROM expired WHERE group_key IS NOT NULL GROUP BY group_key
 ),
-locked AS (
-    SELECT g.group_key, c.n
-    FROM readpast_groups g JOIN freed_counts c USING (group_key)
-    ORDER BY g.group_key
-    FOR UPDATE OF g
-),
-freed AS (
-    UPDATE readpast_groups g SET running = g.running - l.n
-    FROM locked l WHERE g.group_key = l.group_key
+{{template "free_slots"}},
+notified AS (
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM expired LIMIT 1) e
 )
-SELECT count(*) FROM expired;
+SELECT count(*) FROM expired WHERE (SELECT count(*) FROM notified) >= 0;

@@ -1,18 +1,12 @@
 -- Make a job pending now. A failed or cancelled job comes back from
 -- history with the same id, its attempts reset and its errors kept; a
 -- pending job's run-at becomes now. Running and succeeded jobs are left
--- alone (no row comes back).
+-- alone (no row comes back). A grouped job gets a ready mark at its new
+-- place in claim order; like enqueue, this touches no group row.
 WITH old AS (
     DELETE FROM readpast_jobs_history
     WHERE id = $1 AND state IN ('failed', 'cancelled')
     RETURNING *
-),
-new_groups AS (
-    INSERT INTO readpast_groups (group_key)
-    SELECT o.group_key FROM old o
-    WHERE o.group_key IS NOT NULL
-      AND NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = o.group_key)
-    ON CONFLICT (group_key) DO NOTHING
 ),
 revived AS (
     INSERT INTO readpast_jobs
@@ -30,6 +24,10 @@ hurried AS (
 ),
 changed AS (
     SELECT * FROM revived UNION ALL SELECT * FROM hurried
+),
+marked AS (
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT queue, priority, run_at, id, group_key FROM changed WHERE group_key IS NOT NULL
 ),
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM changed LIMIT 1) c

@@ -1,0 +1,63 @@
+package readpast
+
+import "errors"
+
+// A Complete or Fail batch may name a job more than once. Stores settle it
+// as if its entries were applied one after another: each distinct (job id,
+// token) pair acts once, at its first entry that can be stored, and the
+// store judges that entry on its own (so a stale entry before the current
+// one does not stand for it). Repeats of a pair are then settled from the
+// first one's outcome by SettleRepeats. FirstPairs and SettleRepeats are for
+// Store implementations.
+
+// FirstPairs returns, for each of the n entries of a batch, the index of
+// the first entry with the same job id and token. Entries for which
+// settled reports true (say, a result that cannot be stored) take no part
+// and get -1.
+func FirstPairs(n int, entry func(i int) (id int64, token string), settled func(i int) bool) []int {
+	type pair struct {
+		id    int64
+		token string
+	}
+	first := make([]int, n)
+	seen := make(map[pair]int, n)
+	for i := range n {
+		if settled(i) {
+			first[i] = -1
+			continue
+		}
+		id, token := entry(i)
+		k := pair{id, token}
+		f, ok := seen[k]
+		if !ok {
+			f = i
+			seen[k] = i
+		}
+		first[i] = f
+	}
+	return first
+}
+
+// SettleRepeats gives each entry i that repeats an earlier pair (first[i]
+// is neither i nor -1) the outcome it would have had one entry later: a
+// completion repeated with the token that just completed the job is
+// idempotent (nil); a failure repeated after the first one ended the claim
+// finds it gone (ErrStaleToken); otherwise the repeat shares the first
+// entry's error (ErrStaleToken or ErrNotFound).
+func SettleRepeats(errs []error, first []int, completing bool) {
+	for i, f := range first {
+		if f == i || f < 0 {
+			continue
+		}
+		switch e := errs[f]; {
+		case e == nil && completing:
+			errs[i] = nil
+		case e == nil:
+			errs[i] = ErrStaleToken
+		case errors.Is(e, ErrNotFound):
+			errs[i] = ErrNotFound
+		default:
+			errs[i] = ErrStaleToken
+		}
+	}
+}

@@ -1,0 +1,628 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+)
+
+// The statements call readpast_stall('<place>') at the windows where a
+// concurrent commit can change what they decided on: between their
+// snapshot and their row locks. In the schema it is a no-op the planner
+// folds away. A stall puts a function of the same name that waits on an
+// advisory lock (the gate) first on the search_path of a store of its own,
+// so the statements of that store stop at one place until the test opens
+// the gate: an interleaving that stress reaches once in a blue moon
+// happens every time.
+const stallFunction = `
+CREATE SCHEMA IF NOT EXISTS readpast_test_stall;
+CREATE OR REPLACE FUNCTION readpast_test_stall.readpast_stall(place text) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF place = current_setting('readpast.stall', true) THEN
+        PERFORM pg_advisory_lock_shared(hashtext(place));
+        PERFORM pg_advisory_unlock_shared(hashtext(place));
+    END IF;
+    RETURN true;
+END $$`
+
+// stall is a store whose statements wait at one place until open.
+type stall struct {
+	t      *testing.T
+	place  string
+	base   *postgres.Store
+	gate   *pgx.Conn // holds the gate's exclusive lock while closed
+	store  *postgres.Store
+	closed bool
+}
+
+// newStall makes a store on base's database whose statements stop at
+// place (see the stall points in sql/) until open is called.
+func newStall(t *testing.T, base *postgres.Store, place string) *stall {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := base.Pool().Exec(ctx, stallFunction); err != nil {
+		t.Fatal(err)
+	}
+	cs := base.Pool().Config().ConnString()
+	gate, err := pgx.Connect(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", place); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "readpast_test_stall,public")
+	q.Set("readpast.stall", place)
+	u.RawQuery = q.Encode()
+	store, err := postgres.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stall{t: t, place: place, base: base, gate: gate, store: store, closed: true}
+	t.Cleanup(func() {
+		s.open()
+		gate.Close(context.Background())
+		store.Close()
+	})
+	return s
+}
+
+// waitBlocked returns once a statement waits at the gate.
+func (s *stall) waitBlocked() {
+	s.t.Helper()
+	ctx := context.Background()
+	var key int64
+	if err := s.base.Pool().QueryRow(ctx, "SELECT hashtext($1)", s.place).Scan(&key); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := s.base.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
+			  AND classid = ($1::bigint >> 32) & 4294967295 AND objid = $1::bigint & 4294967295`, key).Scan(&n)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no statement reached stall point %s", s.place)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// open lets every statement waiting at the gate, and every later one, go on.
+func (s *stall) open() {
+	if s.closed {
+		s.closed = false
+		if _, err := s.gate.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext($1))", s.place); err != nil {
+			s.t.Error(err)
+		}
+	}
+}
+
+// async runs f in a goroutine and returns a channel with its error.
+func async(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+// within fails the test unless the call behind ch returns within d with
+// no error: nothing it runs may wait on another transaction.
+func within(t *testing.T, what string, d time.Duration, ch <-chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v: it waited on another transaction", what, d)
+	}
+}
+
+// groupState is one group's row and the truth about its jobs, read in one
+// snapshot.
+type groupState struct {
+	key                      string
+	running, limit, observed int
+}
+
+// checkGroups reads every group in one snapshot and fails on a slot
+// counter that differs from the jobs actually running, on a group running
+// more than its limit, and on running grouped jobs without a group row.
+func checkGroups(t *testing.T, s *postgres.Store) map[string]groupState {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `
+		SELECT coalesce(g.group_key, j.group_key), coalesce(g.running, -1), coalesce(g.max_running, 0), count(j.id)
+		FROM readpast_groups g
+		FULL JOIN (SELECT id, group_key FROM readpast_jobs WHERE state = 'running' AND group_key IS NOT NULL) j
+		  ON j.group_key = g.group_key
+		GROUP BY 1, 2, 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]groupState{}
+	for rows.Next() {
+		var g groupState
+		if err := rows.Scan(&g.key, &g.running, &g.limit, &g.observed); err != nil {
+			t.Fatal(err)
+		}
+		out[g.key] = g
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range out {
+		switch {
+		case g.running < 0:
+			t.Errorf("group %s: %d jobs running and no group row", g.key, g.observed)
+		case g.running != g.observed:
+			t.Errorf("group %s: slot counter %d, but %d jobs running", g.key, g.running, g.observed)
+		case g.observed > g.limit:
+			t.Errorf("group %s: %d jobs running, limit %d", g.key, g.observed, g.limit)
+		}
+	}
+	return out
+}
+
+// groupJobs enqueues n jobs of group g, priority 0.
+func groupJobs(t *testing.T, s *postgres.Store, g string, n int) []*readpast.Job {
+	t.Helper()
+	ps := make([]readpast.EnqueueParams, n)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Group: g}
+	}
+	jobs, err := s.Enqueue(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+func claimP(worker string, limit int) readpast.ClaimParams {
+	return readpast.ClaimParams{Worker: worker, Limit: limit, Lease: time.Minute}
+}
+
+func mustClaim(t *testing.T, s *postgres.Store, worker string, limit int) []*readpast.Job {
+	t.Helper()
+	got, err := s.Claim(context.Background(), claimP(worker, limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// stalledClaim starts a claim of up to limit jobs on st's store and waits
+// until it is stopped at the gate (its snapshot taken). The channel gets
+// its error; *got its jobs.
+func stalledClaim(t *testing.T, st *stall, limit int, got *[]*readpast.Job) <-chan error {
+	t.Helper()
+	ch := async(func() error {
+		jobs, err := st.store.Claim(context.Background(), claimP("stalled", limit))
+		*got = jobs
+		return err
+	})
+	st.waitBlocked()
+	return ch
+}
+
+// TestGroupLimitUnderInterleavings replays, deterministically, a claim
+// whose snapshot is older than a concurrent change to its group, for each
+// kind of change. The claim stops after taking its snapshot and before it
+// locks the group row; the change commits; the claim goes on. The group's
+// limit and slot counter must hold, and the claim must not wait.
+func TestGroupLimitUnderInterleavings(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		limit  int
+		during func(t *testing.T, s *postgres.Store, jobs []*readpast.Job)
+		// most is the most jobs the stalled claim may take.
+		most int
+	}{
+		{
+			// Issue 7, 1(a): a higher-priority job of the group arrives and
+			// is claimed by another worker while the slow claim holds an
+			// old snapshot (running 0). Before the fix it took 3: 4 ran.
+			name: "higher-priority job enqueued and claimed", limit: 3, most: 2,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -1}}); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustClaim(t, s, "other", 1); len(got) != 1 || got[0].Priority != -1 {
+					t.Fatalf("other claimed %v", got)
+				}
+			},
+		},
+		{
+			// Issue 7, 1(b): the limit is lowered meanwhile. Before the fix
+			// the claim took 3 under a limit of 1.
+			name: "limit lowered", limit: 3, most: 1,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				if err := s.SetGroupLimit(ctx, "G", 1); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "limit raised", limit: 1, most: 3,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				if err := s.SetGroupLimit(ctx, "G", 3); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "head claimed and completed", limit: 2, most: 2,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				got := mustClaim(t, s, "other", 1)
+				if errs, err := s.Complete(ctx, []readpast.Completion{{ID: got[0].ID, Token: got[0].Token}}); err != nil || errs[0] != nil {
+					t.Fatal(err, errs)
+				}
+			},
+		},
+		{
+			name: "head claimed and released", limit: 2, most: 2,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				got := mustClaim(t, s, "other", 1)
+				if err := s.Release(ctx, got[0].ID, got[0].Token); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "head cancelled", limit: 2, most: 2,
+			during: func(t *testing.T, s *postgres.Store, jobs []*readpast.Job) {
+				if _, err := s.Cancel(ctx, jobs[0].ID); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+		{
+			name: "two heads claimed, one failed back to pending", limit: 3, most: 2,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				got := mustClaim(t, s, "other", 2)
+				if errs, err := s.Fail(ctx, []readpast.Failure{{ID: got[0].ID, Token: got[0].Token, Message: "x"}}); err != nil || errs[0] != nil {
+					t.Fatal(err, errs)
+				}
+			},
+		},
+		{
+			name: "head rescheduled to the future by a failure", limit: 1, most: 1,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				got := mustClaim(t, s, "other", 1)
+				retry := time.Now().Add(time.Hour)
+				if errs, err := s.Fail(ctx, []readpast.Failure{{ID: got[0].ID, Token: got[0].Token, Message: "x", RetryAt: retry}}); err != nil || errs[0] != nil {
+					t.Fatal(err, errs)
+				}
+			},
+		},
+		{
+			name: "group rows pruned", limit: 1, most: 1,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				if _, err := s.PruneGroups(ctx, 100); err != nil {
+					t.Fatal(err)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			defer s.Close()
+			if tc.limit != 1 {
+				if err := s.SetGroupLimit(ctx, "G", tc.limit); err != nil {
+					t.Fatal(err)
+				}
+			}
+			jobs := groupJobs(t, s, "G", 6)
+			if tc.name == "group rows pruned" {
+				// Make the group's row exist and go idle first.
+				got := mustClaim(t, s, "warm", 1)
+				if err := s.Release(ctx, got[0].ID, got[0].Token); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := newStall(t, s, "claim.before_locks")
+			var got []*readpast.Job
+			done := stalledClaim(t, st, 10, &got)
+			tc.during(t, s, jobs)
+			st.open()
+			within(t, "the stalled claim", 2*time.Second, done)
+			if len(got) > tc.most {
+				t.Errorf("the stalled claim took %d jobs of the group, at most %d may run", len(got), tc.most)
+			}
+			for _, j := range got {
+				if j.RunAt.After(time.Now()) {
+					t.Errorf("claimed job %d before its run-at %v", j.ID, j.RunAt)
+				}
+			}
+			checkGroups(t, s)
+		})
+	}
+}
+
+// finishers are the statements that end a running job and give its group
+// slot back: each locks the job row, then the group row.
+var finishers = []struct {
+	name string
+	// lease is the claim's lease: rescue needs one that expires.
+	lease  time.Duration
+	finish func(ctx context.Context, s *postgres.Store, j *readpast.Job) error
+}{
+	{"complete", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		return first(s.Complete(ctx, []readpast.Completion{{ID: j.ID, Token: j.Token}}))
+	}},
+	{"complete in a transaction", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			return s.CompleteTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token})
+		})
+	}},
+	{"fail", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		return first(s.Fail(ctx, []readpast.Failure{{ID: j.ID, Token: j.Token, Message: "x"}}))
+	}},
+	{"release", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		return s.Release(ctx, j.ID, j.Token)
+	}},
+	{"cancel", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		_, err := s.Cancel(ctx, j.ID)
+		return err
+	}},
+	{"rescue", 10 * time.Millisecond, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+		time.Sleep(20 * time.Millisecond)
+		n, err := s.RescueExpired(ctx, 10)
+		if err == nil && n != 1 {
+			err = fmt.Errorf("rescued %d jobs, want 1", n)
+		}
+		return err
+	}},
+}
+
+func first(errs []error, err error) error {
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// TestClaimNeverWaitsOnAFinisher is issue 7, problem 2: a claim whose
+// snapshot still shows a job pending, while a finisher that has locked
+// that job's row waits for the group row. Before the fix the claim locked
+// the group row, then waited for the job row: a deadlock (40P01) every
+// time. Now it skips the locked head and returns at once, and the finisher
+// goes on when it commits.
+func TestClaimNeverWaitsOnAFinisher(t *testing.T) {
+	ctx := context.Background()
+	for _, f := range finishers {
+		t.Run(f.name, func(t *testing.T) {
+			s := newStore(t)
+			defer s.Close()
+			if err := s.SetGroupLimit(ctx, "G", 2); err != nil {
+				t.Fatal(err)
+			}
+			groupJobs(t, s, "G", 4)
+			claimer := newStall(t, s, "claim.before_locks")
+			finisher := newStall(t, s, "finish.group_rows")
+
+			var got []*readpast.Job
+			claimed := stalledClaim(t, claimer, 10, &got) // its snapshot: all 4 pending
+			head, err := s.Claim(ctx, readpast.ClaimParams{Worker: "other", Limit: 1, Lease: f.lease})
+			if err != nil || len(head) != 1 {
+				t.Fatal(head, err)
+			}
+			finished := async(func() error { return f.finish(ctx, finisher.store, head[0]) })
+			finisher.waitBlocked() // it holds the head's row, not yet the group's
+			claimer.open()
+			within(t, "the claim", 2*time.Second, claimed)
+			for _, j := range got {
+				if j.ID == head[0].ID {
+					t.Fatalf("job %d claimed while another claim held it", j.ID)
+				}
+			}
+			finisher.open()
+			within(t, "the "+f.name, 5*time.Second, finished)
+			checkGroups(t, s)
+		})
+	}
+}
+
+// TestFinisherHeldOpenDoesNotBlockClaims: a handler's CompleteTx holds its
+// job's row and its group's row until the handler's transaction ends.
+// Claims meanwhile, with snapshots older or newer than the completion,
+// return at once; the group's other jobs wait for the slot, other groups
+// and ungrouped jobs flow.
+func TestFinisherHeldOpenDoesNotBlockClaims(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	groupJobs(t, s, "G", 3)
+	groupJobs(t, s, "H", 1)
+	claimer := newStall(t, s, "claim.before_locks")
+	var old []*readpast.Job
+	oldClaim := stalledClaim(t, claimer, 10, &old) // snapshot: G's head pending
+
+	head := mustClaim(t, s, "other", 1)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: head[0].ID, Token: head[0].Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	claimer.open()
+	within(t, "a claim with a snapshot from before the completion", 2*time.Second, oldClaim)
+	var fresh []*readpast.Job
+	within(t, "a claim while the completion is held open", 2*time.Second, async(func() error {
+		var err error
+		fresh, err = s.Claim(ctx, claimP("fresh", 10))
+		return err
+	}))
+	for _, j := range append(old, fresh...) {
+		if j.Group != nil && *j.Group == "G" {
+			t.Errorf("job %d of group G claimed while its head was still being completed", j.ID)
+		}
+	}
+	if len(old)+len(fresh) != 2 {
+		t.Errorf("claims got %d jobs, want H's head and the ungrouped job", len(old)+len(fresh))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if next := mustClaim(t, s, "after", 10); len(next) != 1 || *next[0].Group != "G" {
+		t.Fatalf("after the commit, claimed %v, want G's next job", next)
+	}
+	checkGroups(t, s)
+}
+
+// TestEnqueueNeverWaits is issue 7, problem 3: an EnqueueTx that created
+// a new group's first job stays open; an Enqueue into that group, a Retry
+// of a job of it, SetGroupLimit on it and claims must not wait for it.
+// Before the fix the Enqueue waited the full 2 s the EnqueueTx stayed open.
+func TestEnqueueNeverWaits(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	// A failed job of group N, to Retry later.
+	failed := groupJobs(t, s, "N-old", 1)[0]
+	c := mustClaim(t, s, "w", 1)
+	if err := first(s.Fail(ctx, []readpast.Failure{{ID: c[0].ID, Token: c[0].Token, Message: "x", Discard: true}})); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, g := range []string{"N", "N-old"} {
+		if _, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: g}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within(t, "Enqueue into a group an open EnqueueTx created", time.Second, async(func() error {
+		_, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "N"}, {Kind: "k", Group: "N-old"}})
+		return err
+	}))
+	within(t, "Retry of a job of that group", time.Second, async(func() error {
+		_, err := s.Retry(ctx, failed.ID)
+		return err
+	}))
+	within(t, "SetGroupLimit on that group", time.Second, async(func() error { return s.SetGroupLimit(ctx, "N", 2) }))
+	var got []*readpast.Job
+	within(t, "a claim", time.Second, async(func() error {
+		var err error
+		got, err = s.Claim(ctx, claimP("w", 10))
+		return err
+	}))
+	if len(got) != 2 {
+		t.Errorf("claimed %d jobs, want the committed jobs of N and N-old", len(got))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if more := mustClaim(t, s, "w", 10); len(more) != 1 {
+		t.Errorf("after the commit claimed %d, want N's second job (limit 2)", len(more))
+	}
+	checkGroups(t, s)
+}
+
+// TestGroupRowCreatedOnce: two claims that both find a group without a row
+// never both create it, and neither waits for the other, even when the
+// first holds its transaction open; SetGroupLimit on that group waits for
+// the first claim and then applies.
+func TestGroupRowCreatedOnce(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	groupJobs(t, s, "N", 3)
+	first := newStall(t, s, "claim.group_heads") // after its try-lock on N
+	var got1 []*readpast.Job
+	done1 := stalledClaim(t, first, 10, &got1)
+
+	var got2 []*readpast.Job
+	within(t, "a second claim while the first creates the group", time.Second, async(func() error {
+		var err error
+		got2, err = s.Claim(ctx, claimP("second", 10))
+		return err
+	}))
+	if len(got2) != 0 {
+		t.Errorf("the second claim took %v of a group another claim is taking", got2)
+	}
+	limitSet := async(func() error { return s.SetGroupLimit(ctx, "N", 3) })
+	first.open()
+	within(t, "the first claim", 2*time.Second, done1)
+	within(t, "SetGroupLimit", 2*time.Second, limitSet)
+	if len(got1) != 1 {
+		t.Errorf("the first claim took %d, want 1 (default limit)", len(got1))
+	}
+	if g := checkGroups(t, s)["N"]; g.limit != 3 || g.running != 1 {
+		t.Errorf("group N after both: %+v, want limit 3 with 1 running", g)
+	}
+	if more := mustClaim(t, s, "third", 10); len(more) != 2 {
+		t.Errorf("with the limit raised to 3 claimed %d more, want 2", len(more))
+	}
+	checkGroups(t, s)
+}
+
+// TestClaimIsOneStatementThatNeverWaits: while a claim is stopped inside
+// its statement holding group rows and job rows, claims, enqueues and
+// rescues go on without waiting. (What a claim holds lasts one statement;
+// TestClaimNeverWaitsOnOpenTransaction covers a claim in a transaction
+// held open.)
+func TestClaimIsOneStatementThatNeverWaits(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	groupJobs(t, s, "G", 3)
+	groupJobs(t, s, "H", 3)
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}, {Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	st := newStall(t, s, "claim.group_heads") // G's and H's rows locked, ungrouped rows locked
+	var held []*readpast.Job
+	done := stalledClaim(t, st, 1, &held)
+	within(t, "enqueue into a group the claim holds", time.Second, async(func() error {
+		_, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -5}})
+		return err
+	}))
+	within(t, "another claim", time.Second, async(func() error {
+		_, err := s.Claim(ctx, claimP("other", 10))
+		return err
+	}))
+	within(t, "rescue", time.Second, async(func() error {
+		_, err := s.RescueExpired(ctx, 10)
+		return err
+	}))
+	within(t, "prune groups", time.Second, async(func() error {
+		_, err := s.PruneGroups(ctx, 10)
+		return err
+	}))
+	st.open()
+	within(t, "the stalled claim", 2*time.Second, done)
+	checkGroups(t, s)
+	if len(held) != 1 {
+		t.Errorf("the stalled claim took %d jobs, want 1", len(held))
+	}
+}
