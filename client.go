@@ -176,7 +176,7 @@ func (c *Client) Start(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	c.stop, c.abort = stop, abort
-	c.done = newCompleter(c.store, c.log)
+	c.done = newCompleter(c.store, c.log, c.cfg.Lease)
 	c.done.start()
 	var wake <-chan struct{}
 	if n, ok := c.store.(Notifier); ok {

@@ -437,3 +437,72 @@ func TestRetentionDeletesOldFinishedJobsByState(t *testing.T) {
 		t.Fatalf("pruned %d jobs younger than the retention: %v", n, err)
 	}
 }
+
+// stallingStore delays or fails its first Complete calls.
+type stallingStore struct {
+	readpast.Store
+	delay      time.Duration // the first call sleeps this long
+	failFor    time.Duration // calls fail until this long after the first
+	calls      atomic.Int32
+	firstCall  atomic.Int64 // unix nanoseconds
+	refusedErr error
+}
+
+func (s *stallingStore) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
+	n := s.calls.Add(1)
+	if n == 1 {
+		s.firstCall.Store(time.Now().UnixNano())
+		time.Sleep(s.delay)
+	}
+	if time.Since(time.Unix(0, s.firstCall.Load())) < s.failFor {
+		return nil, s.refusedErr
+	}
+	return s.Store.Complete(ctx, cs)
+}
+
+// TestClientKeepsLeaseUntilCompletionIsWritten: a job whose handler has
+// returned is still held until its completion is written. Before the fix
+// its heartbeat stopped when the handler returned, so a completion that
+// waited longer than the lease (a slow completer, a short outage) let the
+// lease expire and the job ran again; the completer also gave up after
+// about a second of retries.
+func TestClientKeepsLeaseUntilCompletionIsWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(readpast.Store) *stallingStore
+	}{
+		{"slow completer", func(s readpast.Store) *stallingStore {
+			return &stallingStore{Store: s, delay: 1500 * time.Millisecond}
+		}},
+		{"database away for 2s", func(s readpast.Store) *stallingStore {
+			return &stallingStore{Store: s, failFor: 2 * time.Second, refusedErr: errors.New("connection refused")}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pg := newPGStore(t)
+			s := tc.store(pg)
+			var runs atomic.Int32
+			w := readpast.NewWorkers()
+			w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+				runs.Add(1)
+				return nil, nil
+			}, nil)
+			lease := 300 * time.Millisecond
+			if tc.name != "slow completer" {
+				lease = 3 * time.Second
+			}
+			startClient(t, s, readpast.Config{Workers: w, Lease: lease, PollInterval: 10 * time.Millisecond, RescueInterval: 20 * time.Millisecond})
+			jobs, err := pg.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "k"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 20*time.Second, "the job to succeed", func() bool {
+				return stateOf(t, pg, jobs[0].ID).State == readpast.StateSucceeded
+			})
+			j := stateOf(t, pg, jobs[0].ID)
+			if runs.Load() != 1 || j.Attempt != 1 || len(j.Errors) != 0 {
+				t.Fatalf("the handler ran %d times; attempt %d, errors %+v: the lease expired while the completion waited", runs.Load(), j.Attempt, j.Errors)
+			}
+		})
+	}
+}

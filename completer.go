@@ -10,10 +10,14 @@ import (
 
 // completer writes successful outcomes in batches: each store.Complete
 // carries every completion that queued up while the previous one ran.
+// Each completion comes with a function that the completer calls once the
+// completion is written or given up on: the worker pool keeps the job's
+// lease alive until then.
 type completer struct {
 	store Store
 	log   *slog.Logger
-	in    chan Completion
+	lease time.Duration // how long a completion is retried
+	in    chan queued
 	wg    sync.WaitGroup
 
 	mu     sync.RWMutex // held for reading while sending on in
@@ -26,8 +30,14 @@ const completerWriters = 2
 // maxCompleteBatch bounds one Complete statement.
 const maxCompleteBatch = 2000
 
-func newCompleter(store Store, log *slog.Logger) *completer {
-	return &completer{store: store, log: log, in: make(chan Completion, 4*maxCompleteBatch)}
+// queued is a completion waiting to be written.
+type queued struct {
+	Completion
+	settled func() // called once it is written or given up on
+}
+
+func newCompleter(store Store, log *slog.Logger, lease time.Duration) *completer {
+	return &completer{store: store, log: log, lease: lease, in: make(chan queued, 4*maxCompleteBatch)}
 }
 
 func (c *completer) start() {
@@ -40,16 +50,17 @@ func (c *completer) start() {
 	}
 }
 
-// add queues a completion; it blocks while the queue is full. After close
-// (a handler that outlived Stop) the completion is dropped and the job's
-// lease expires instead.
-func (c *completer) add(comp Completion) bool {
+// add queues a completion; it blocks while the queue is full. settled is
+// called once it is written or given up on. After close (a handler that
+// outlived Stop) the completion is dropped, add returns false and does not
+// call settled, and the job's lease expires instead.
+func (c *completer) add(comp Completion, settled func()) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		return false
 	}
-	c.in <- comp
+	c.in <- queued{comp, settled}
 	return true
 }
 
@@ -63,28 +74,39 @@ func (c *completer) close() {
 }
 
 func (c *completer) run() {
+	waiting := make([]queued, 0, maxCompleteBatch)
 	batch := make([]Completion, 0, maxCompleteBatch)
 	for first := range c.in {
-		batch = append(batch[:0], first)
+		waiting = append(waiting[:0], first)
 	fill:
-		for len(batch) < maxCompleteBatch {
+		for len(waiting) < maxCompleteBatch {
 			select {
-			case comp, ok := <-c.in:
+			case q, ok := <-c.in:
 				if !ok {
 					break fill
 				}
-				batch = append(batch, comp)
+				waiting = append(waiting, q)
 			default:
 				break fill
 			}
 		}
+		batch = batch[:0]
+		for _, q := range waiting {
+			batch = append(batch, q.Completion)
+		}
 		c.write(batch)
+		for _, q := range waiting {
+			q.settled()
+		}
 	}
 }
 
-// write retries store errors for a while (about a minute at most);
-// completions that never land are left to lease expiry (at-least-once).
+// write retries store errors, with the jobs' leases kept alive meanwhile,
+// for as long as one lease lasts: past that, an outage has surely let the
+// leases expire, and the jobs run again (at-least-once).
 func (c *completer) write(batch []Completion) {
+	deadline := time.Now().Add(c.lease)
+	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 		errs, err := c.store.Complete(ctx, batch)
@@ -105,12 +127,14 @@ func (c *completer) write(batch []Completion) {
 			}
 			return
 		}
-		if attempt == 5 {
-			c.log.Error("write completions; leases will expire instead", slog.Int("jobs", len(batch)), slog.Any("error", err))
+		if time.Now().Add(backoff).After(deadline) {
+			c.log.Error("write completions; leases will expire instead", slog.Int("jobs", len(batch)),
+				slog.Int("attempts", attempt), slog.Any("error", err))
 			return
 		}
 		c.log.Warn("write completions", slog.Int("jobs", len(batch)), slog.Any("error", err))
-		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }
 

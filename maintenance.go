@@ -13,17 +13,29 @@ const DefaultRescueInterval = 250 * time.Millisecond
 // rescueBatch bounds one rescue statement so it never holds many locks.
 const rescueBatch = 1000
 
-// RunRescuer ends expired claims on store every interval until ctx is done.
-// Any number of rescuers may run at once, in any number of processes: each
-// claim is rescued by exactly one of them. A Client runs one; so does
-// `readpast serve`.
+// GroupPruneEvery is how many rescue intervals pass between two prunes of
+// idle group rows (a minute at DefaultRescueInterval).
+const GroupPruneEvery = 240
+
+// groupPruneBatch bounds one prune statement.
+const groupPruneBatch = 1000
+
+// RunRescuer ends expired claims on store every interval until ctx is done,
+// and, when the store is a GroupPruner, deletes idle group rows at its
+// first tick and every GroupPruneEvery ticks after. Any number of rescuers
+// may run at once, in any number of processes: each claim is rescued by
+// exactly one of them. A Client runs one; so does `readpast serve`.
 func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = DefaultRescueInterval
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	pruner, _ := store.(GroupPruner)
+	for tick := 0; ; tick++ {
+		if pruner != nil && tick%GroupPruneEvery == 0 {
+			pruneGroups(ctx, pruner, log)
+		}
 		for {
 			n, err := store.RescueExpired(ctx, rescueBatch)
 			if err != nil {
@@ -43,6 +55,22 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// pruneGroups deletes idle group rows in batches until none is left.
+func pruneGroups(ctx context.Context, p GroupPruner, log *slog.Logger) {
+	for {
+		n, err := p.PruneGroups(ctx, groupPruneBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "prune idle groups", slog.Any("error", err))
+			}
+			return
+		}
+		if n < groupPruneBatch {
+			return
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -120,9 +121,17 @@ func (p *producer) execute(job *Job) {
 		ctx, stopTimeout = context.WithTimeout(ctx, h.opts.Timeout)
 		defer stopTimeout()
 	}
-	stopBeat := p.heartbeat(ctx, job, cancel, log)
+	// The lease is kept alive until the outcome is written, not only while
+	// the handler runs: a completion may wait in the completer's queue, so
+	// on success the completer stops the heartbeat once it has written it.
+	stopBeat := p.heartbeat(job, cancel, log)
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			stopBeat()
+		}
+	}()
 	result, err := call(ctx, h.fn, job)
-	stopBeat()
 
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrLeaseLost) {
@@ -136,7 +145,8 @@ func (p *producer) execute(job *Job) {
 			merr = CheckResult(raw)
 		}
 		if merr == nil {
-			if !c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}) {
+			handedOver = c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}, stopBeat)
+			if !handedOver {
 				log.Warn("client stopped before the completion was written; the lease will expire")
 			}
 			return
@@ -217,9 +227,11 @@ func marshalResult(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// heartbeat extends the job's lease every Lease/3 until stopped. When the
-// claim is gone it cancels the handler with ErrLeaseLost.
-func (p *producer) heartbeat(ctx context.Context, job *Job, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+// heartbeat extends the job's lease every Lease/3 until stopped, which
+// happens once the job's outcome is written (or given up on), whether or
+// not the handler is still running. When the claim is gone it cancels the
+// handler with ErrLeaseLost and stops. stop may be called more than once.
+func (p *producer) heartbeat(job *Job, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
 	lease := p.client.cfg.Lease
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -231,21 +243,24 @@ func (p *producer) heartbeat(ctx context.Context, job *Job, cancel context.Cance
 			select {
 			case <-done:
 				return
-			case <-ctx.Done():
-				return
 			case <-t.C:
 			}
-			ectx, cancelExtend := context.WithTimeout(ctx, lease/3)
+			ectx, cancelExtend := context.WithTimeout(context.Background(), lease/3)
 			_, err := p.client.store.Extend(ectx, job.ID, job.Token, lease)
 			cancelExtend()
 			switch {
 			case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound):
 				cancel(ErrLeaseLost)
 				return
-			case err != nil && ctx.Err() == nil:
-				log.Warn("extend lease", slog.Any("error", err))
+			case err != nil:
+				select {
+				case <-done:
+				default:
+					log.Warn("extend lease", slog.Any("error", err))
+				}
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
 }

@@ -74,6 +74,16 @@ type Notifier interface {
 	Subscribe(ctx context.Context) (<-chan struct{}, error)
 }
 
+// GroupPruner is implemented by stores that keep a row per concurrency
+// group and delete the rows of idle groups in the background
+// (PostgreSQL). RunRescuer calls it every GroupPruneEvery rescue intervals.
+type GroupPruner interface {
+	// PruneGroups deletes up to limit rows of groups that run nothing and
+	// have the default limit, and returns how many it deleted. It never
+	// waits on, and never makes wait, a claim or an enqueue.
+	PruneGroups(ctx context.Context, limit int) (int, error)
+}
+
 // SchemaVersioner is implemented by stores that report their schema
 // version, for `readpast migrate status`.
 type SchemaVersioner interface {

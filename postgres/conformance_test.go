@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"flag"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
@@ -14,7 +16,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // newStore opens a migrated store on a fresh database.
-func newStore(t *testing.T) *postgres.Store {
+func newStore(t testing.TB) *postgres.Store {
 	t.Helper()
 	ctx := context.Background()
 	s, err := postgres.Open(ctx, pgtest.URL(t))
@@ -28,10 +30,15 @@ func newStore(t *testing.T) *postgres.Store {
 	return s
 }
 
+var stressDuration = flag.Duration("stress", 5*time.Second, "how long the group stress test runs")
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
-		New:        func(t *testing.T) readpast.Store { return newStore(t) },
-		StressJobs: 20000,
-		Claimers:   32,
+		New:            func(t *testing.T) readpast.Store { return newStore(t) },
+		StressJobs:     20000,
+		Claimers:       32,
+		Groups:         groupStates,
+		Deadlocks:      deadlocks,
+		StressDuration: *stressDuration,
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/readpast/readpast"
 )
 
+var _ readpast.GroupPruner = (*Store)(nil)
+
 // querier runs statements on a pool, a connection or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -110,21 +112,32 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.Enqueu
 
 // Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that
 // never waits on a row lock. Every job of the claim carries the same fresh
-// token. When the statement's outcome is unknown (the context ended or the
-// connection failed while it ran, so it may have committed), Claim gives
-// back whatever the claim took, by its token, before returning the error:
-// those jobs are pending again at once with their attempt uncounted,
-// instead of waiting for their leases to expire.
+// token.
+//
+// When the statement's outcome is unknown (the context ended or the
+// connection failed while it ran: pgx then drops the connection, and the
+// server may have committed, or may still commit), Claim settles it before
+// returning the error: it ends the server session that ran the claim if
+// that session is still there, waits for it to go (its outcome is then
+// final), and gives back whatever the claim took, by its token. Those jobs
+// are pending again at once with their attempt uncounted, instead of
+// waiting for their leases to expire.
 func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
 		return nil, err
 	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, s.pool, p, token)
+	jobs, err := claim(ctx, conn, p, token)
+	conn.Release()
 	if err != nil && outcomeUnknown(err) {
-		if uerr := s.undoClaim(ctx, token, p.Lease); uerr != nil {
-			return nil, fmt.Errorf("%w (and giving its jobs back failed, so they wait for their leases to expire: %v)", err, uerr)
+		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
+			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
 		}
 	}
 	return jobs, err
@@ -148,21 +161,46 @@ func claim(ctx context.Context, q querier, p readpast.ClaimParams, token string)
 	return jobs, nil
 }
 
-// undoTimeout bounds the release of a claim whose outcome is unknown.
-const undoTimeout = 5 * time.Second
+// settleTimeout bounds the settling of a claim whose outcome is unknown.
+const settleTimeout = 10 * time.Second
 
-// undoClaim releases every job the claim with token took, if it committed.
-func (s *Store) undoClaim(ctx context.Context, token string, lease time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+// settleClaim makes the outcome of a claim its caller never learned final,
+// then undoes it: the server session pid is ended if it is still the one
+// that ran a claim (it may be running it still, or waiting to commit),
+// and every job the claim with token took is released. It uses a
+// connection of its own: when a claim's outcome is unknown, the pool may
+// be full of connections in the same trouble.
+func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	_, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, nil, token, lease.Microseconds()).Scan(&n)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for {
+		tag, err := conn.Exec(ctx, endClaimSessionSQL, int64(pid), claimSQL)
+		if err != nil {
+			return fmt.Errorf("end the claim's session: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the claim's session did not end: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_, err = retryDeadlock(ctx, func() (n int, err error) {
+		err = conn.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, nil, token, lease.Microseconds()).Scan(&n)
 		return n, err
 	})
-	if err == nil {
-		s.hub.Broadcast()
+	if err != nil {
+		return fmt.Errorf("release the claim's jobs: %w", err)
 	}
-	return err
+	s.hub.Broadcast()
+	return nil
 }
 
 // outcomeUnknown reports whether a statement that failed with err may

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -346,4 +347,99 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	if err != nil || cur != 999 || latest >= 999 {
 		t.Fatalf("schema version %d/%d %v", cur, latest, err)
 	}
+}
+
+// TestPruneGroups: rows of idle groups at the default limit are deleted,
+// by PruneGroups and by the rescuer loop; a limit that was set, and a
+// group that runs something, are kept; a pruned group works as before.
+func TestPruneGroups(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	if err := s.SetGroupLimit(ctx, "limited", 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"limited", "idle1", "idle2", "busy"} {
+		if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: g}, {Kind: "k", Group: g}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 100, Lease: time.Minute})
+	if err != nil || len(got) != 5 { // limited: 2, the others 1 each
+		t.Fatal(len(got), err)
+	}
+	var cs []readpast.Completion
+	for _, j := range got {
+		if *j.Group != "busy" {
+			cs = append(cs, readpast.Completion{ID: j.ID, Token: j.Token})
+		}
+	}
+	if _, err := s.Complete(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	rowsOf := func() map[string]int {
+		t.Helper()
+		rows, err := s.Pool().Query(ctx, "SELECT group_key, max_running FROM readpast_groups")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+			k string
+			m int
+		}, error) {
+			var v struct {
+				k string
+				m int
+			}
+			return v, r.Scan(&v.k, &v.m)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int{}
+		for _, v := range out {
+			m[v.k] = v.m
+		}
+		return m
+	}
+	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want the 2 idle groups at the default limit", n, err)
+	}
+	if m := rowsOf(); len(m) != 2 || m["limited"] != 3 || m["busy"] != 1 {
+		t.Fatalf("rows left %v, want limited (3) and busy", m)
+	}
+	// A pruned group: its next job runs, one at a time as before.
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "idle1"}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 100, Lease: time.Minute})
+	if err != nil || len(again) != 2 { // idle1: 1 of its 2; idle2: its second; busy: still running
+		t.Fatalf("after pruning claimed %d: %v", len(again), err)
+	}
+	checkGroups(t, s)
+	if _, err := s.Complete(ctx, completions(again)); err != nil {
+		t.Fatal(err)
+	}
+	// The rescuer loop prunes at its first tick.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go readpast.RunRescuer(rctx, s, time.Hour, slog.New(slog.DiscardHandler))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rowsOf()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rescuer did not prune idle groups: %v", rowsOf())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := s.PruneGroups(ctx, 0); !errors.Is(err, readpast.ErrInvalid) {
+		t.Fatalf("limit 0: %v", err)
+	}
+}
+
+func completions(jobs []*readpast.Job) []readpast.Completion {
+	cs := make([]readpast.Completion, len(jobs))
+	for i, j := range jobs {
+		cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+	}
+	return cs
 }

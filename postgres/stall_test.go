@@ -11,6 +11,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/storetest"
 )
 
 // The statements call readpast_stall('<place>') at the windows where a
@@ -47,6 +48,14 @@ type stall struct {
 // place (see the stall points in sql/) until open is called.
 func newStall(t *testing.T, base *postgres.Store, place string) *stall {
 	t.Helper()
+	return newStallVia(t, base, place, "")
+}
+
+// newStallVia is newStall with the stalling store's connections going to
+// host:port via (a fault proxy) instead of base's server, when via is set,
+// in a pool of one connection.
+func newStallVia(t *testing.T, base *postgres.Store, place, via string) *stall {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := base.Pool().Exec(ctx, stallFunction); err != nil {
 		t.Fatal(err)
@@ -66,6 +75,10 @@ func newStall(t *testing.T, base *postgres.Store, place string) *stall {
 	q := u.Query()
 	q.Set("search_path", "readpast_test_stall,public")
 	q.Set("readpast.stall", place)
+	if via != "" {
+		u.Host = via
+		q.Set("pool_max_conns", "1")
+	}
 	u.RawQuery = q.Encode()
 	store, err := postgres.Open(ctx, u.String())
 	if err != nil {
@@ -138,46 +151,25 @@ func within(t *testing.T, what string, d time.Duration, ch <-chan error) {
 	}
 }
 
-// groupState is one group's row and the truth about its jobs, read in one
-// snapshot.
-type groupState struct {
-	key                      string
-	running, limit, observed int
-}
-
 // checkGroups reads every group in one snapshot and fails on a slot
 // counter that differs from the jobs actually running, on a group running
 // more than its limit, and on running grouped jobs without a group row.
-func checkGroups(t *testing.T, s *postgres.Store) map[string]groupState {
+func checkGroups(t *testing.T, s *postgres.Store) map[string]storetest.GroupState {
 	t.Helper()
-	rows, err := s.Pool().Query(context.Background(), `
-		SELECT coalesce(g.group_key, j.group_key), coalesce(g.running, -1), coalesce(g.max_running, 0), count(j.id)
-		FROM readpast_groups g
-		FULL JOIN (SELECT id, group_key FROM readpast_jobs WHERE state = 'running' AND group_key IS NOT NULL) j
-		  ON j.group_key = g.group_key
-		GROUP BY 1, 2, 3`)
+	states, err := groupStates(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]groupState{}
-	for rows.Next() {
-		var g groupState
-		if err := rows.Scan(&g.key, &g.running, &g.limit, &g.observed); err != nil {
-			t.Fatal(err)
-		}
-		out[g.key] = g
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range out {
-		switch {
-		case g.running < 0:
-			t.Errorf("group %s: %d jobs running and no group row", g.key, g.observed)
-		case g.running != g.observed:
-			t.Errorf("group %s: slot counter %d, but %d jobs running", g.key, g.running, g.observed)
-		case g.observed > g.limit:
-			t.Errorf("group %s: %d jobs running, limit %d", g.key, g.observed, g.limit)
+	out := map[string]storetest.GroupState{}
+	for _, g := range states {
+		out[g.Group] = g
+		switch n := len(g.Started); {
+		case !g.Row && n > 0:
+			t.Errorf("group %s: %d jobs running and no group row", g.Group, n)
+		case g.Counter != n:
+			t.Errorf("group %s: slot counter %d, but %d jobs running", g.Group, g.Counter, n)
+		case n > g.Limit:
+			t.Errorf("group %s: %d jobs running, limit %d", g.Group, n, g.Limit)
 		}
 	}
 	return out
@@ -577,7 +569,7 @@ func TestGroupRowCreatedOnce(t *testing.T) {
 	if len(got1) != 1 {
 		t.Errorf("the first claim took %d, want 1 (default limit)", len(got1))
 	}
-	if g := checkGroups(t, s)["N"]; g.limit != 3 || g.running != 1 {
+	if g := checkGroups(t, s)["N"]; g.Limit != 3 || g.Counter != 1 {
 		t.Errorf("group N after both: %+v, want limit 3 with 1 running", g)
 	}
 	if more := mustClaim(t, s, "third", 10); len(more) != 2 {

@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"flag"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/sqlite"
@@ -22,6 +24,8 @@ func openTemp(t testing.TB) *sqlite.Store {
 	return s
 }
 
+var stressDuration = flag.Duration("stress", 5*time.Second, "how long the group stress test runs")
+
 func TestConformance(t *testing.T) {
 	// 16 claimers and 5,000 jobs, as in the reliability plan for SQLite
 	// (one writer at a time: more claimers only queue longer).
@@ -30,8 +34,10 @@ func TestConformance(t *testing.T) {
 		jobs = 1500
 	}
 	storetest.Run(t, storetest.Harness{
-		New:        func(t *testing.T) readpast.Store { return openTemp(t) },
-		StressJobs: jobs,
-		Claimers:   16,
+		New:            func(t *testing.T) readpast.Store { return openTemp(t) },
+		StressJobs:     jobs,
+		Claimers:       16,
+		Groups:         groupStates,
+		StressDuration: *stressDuration,
 	})
 }

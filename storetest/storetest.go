@@ -28,6 +28,16 @@ type Harness struct {
 	// Claimers is how many goroutines claim concurrently in the
 	// concurrency tests. Defaults to 32.
 	Claimers int
+	// Groups reads every concurrency group that has a row or running
+	// jobs, in one snapshot. Required: the group stress test checks the
+	// store's counters and limits against the jobs actually running.
+	Groups func(ctx context.Context, s readpast.Store) ([]GroupState, error)
+	// Deadlocks, if set, returns how many deadlocks the database has
+	// detected so far; the group stress test wants none.
+	Deadlocks func(ctx context.Context, s readpast.Store) (int64, error)
+	// StressDuration is how long the group stress test runs. Defaults to
+	// 5 seconds.
+	StressDuration time.Duration
 }
 
 func (h Harness) withDefaults() Harness {
@@ -36,6 +46,9 @@ func (h Harness) withDefaults() Harness {
 	}
 	if h.Claimers == 0 {
 		h.Claimers = 32
+	}
+	if h.StressDuration == 0 {
+		h.StressDuration = 5 * time.Second
 	}
 	return h
 }
@@ -71,6 +84,7 @@ func Run(t *testing.T, h Harness) {
 		{"BusyGroupBlocksNothing", testBusyGroup},
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
 		{"ConcurrentGroupsNoOverlap", testConcurrentGroups},
+		{"GroupLimitsUnderStress", testGroupStress},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

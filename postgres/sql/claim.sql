@@ -158,4 +158,5 @@ SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb
 FROM claimed
+WHERE readpast_stall('claim.end')
 ORDER BY priority, run_at, id;

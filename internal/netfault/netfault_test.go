@@ -1,0 +1,89 @@
+package netfault
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+)
+
+// echo serves lines back on 127.0.0.1 until the test ends.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, msg string, wait time.Duration) (string, bool) {
+	t.Helper()
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", false
+	}
+	return line[:len(line)-1], true
+}
+
+func TestHoldResponses(t *testing.T) {
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	if got, ok := roundTrip(t, old, oldR, "a", time.Second); !ok || got != "a" {
+		t.Fatalf("before hold: %q %v", got, ok)
+	}
+	p.HoldResponses()
+	if _, ok := roundTrip(t, old, oldR, "b", 200*time.Millisecond); ok {
+		t.Fatal("a held connection delivered a response")
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got, ok := roundTrip(t, fresh, bufio.NewReader(fresh), "c", time.Second); !ok || got != "c" {
+		t.Fatalf("a connection opened after the hold: %q %v", got, ok)
+	}
+	p.ReleaseAll()
+	old.SetReadDeadline(time.Now().Add(time.Second))
+	if line, err := oldR.ReadString('\n'); err != nil || line != "b\n" {
+		t.Fatalf("after release: %q %v", line, err)
+	}
+	p.CutAll()
+	old.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := oldR.ReadString('\n'); err == nil {
+		t.Fatal("a cut connection still works")
+	}
+}
