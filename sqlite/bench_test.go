@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/sqlite"
+	"github.com/readpast/readpast/storetest"
 )
 
 // benchJobs is how many jobs each BenchmarkDrain iteration drains.
@@ -89,4 +91,26 @@ func benchDrain(b *testing.B, workers, batch int) {
 		drained += time.Since(start)
 	}
 	b.ReportMetric(float64(benchJobs*b.N)/drained.Seconds(), "jobs/s")
+}
+
+var (
+	scaleGroups = flag.Int("groups.n", 100000, "backlogged groups for BenchmarkClaimGroupsAtScale")
+	scaleFree   = flag.Int("groups.free", 100, "of them, groups left free (the rest are running a job)")
+	scaleJobs   = flag.Int("groups.jobs", 3, "pending jobs per group")
+	scaleLimit  = flag.Int("groups.limit", 1000, "claim limit")
+)
+
+// BenchmarkClaimGroupsAtScale is storetest.BenchClaimGroupsAtScale on
+// SQLite.
+//
+//	go test -run '^$' -bench ClaimGroupsAtScale -benchtime 50x ./sqlite/
+func BenchmarkClaimGroupsAtScale(b *testing.B) {
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchClaimGroupsAtScale(b, s, storetest.GroupsAtScale{
+		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit,
+	})
 }

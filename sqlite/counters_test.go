@@ -389,8 +389,9 @@ func TestStatsOrder(t *testing.T) {
 	}
 }
 
-// A database at schema version 1 (no attempt check) with jobs in it gets
-// migration 2 on Open, and Release then refuses an attempt below 0.
+// A database at schema version 1 (no attempt check, no ready marks) with
+// jobs in it gets migrations 2 and 3 on Open: counters recounted, and its
+// pending grouped job marked, so it is claimed.
 func TestMigrateFromVersion1(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
@@ -401,12 +402,15 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if held, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Lease: time.Minute}); err != nil || len(held) != 1 {
 		t.Fatal(held, err)
 	}
-	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}, {Kind: "g", Group: "H"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
 		`DROP TRIGGER readpast_jobs_attempt_insert`,
 		`DROP TRIGGER readpast_jobs_attempt_update`,
+		`DROP TABLE readpast_group_ready`,
+		`DROP INDEX readpast_jobs_ungrouped`,
+		`CREATE INDEX readpast_jobs_claim ON readpast_jobs (queue, priority, run_at, id, group_key) WHERE state = 'pending'`,
 		`DELETE FROM readpast_schema_migrations WHERE version > 1`,
 		`UPDATE readpast_groups SET running = 5 WHERE group_key = 'G'`, // drifted under version 1
 	} {

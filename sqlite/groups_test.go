@@ -54,8 +54,9 @@ func TestGroupStreamAcrossQueues(t *testing.T) {
 	}
 }
 
-// Long runs of one group's jobs (more than the scan passes over before it
-// restarts) between the jobs a claim should take, in several queues.
+// Long runs of one group's jobs, enqueued in one batch, between the jobs a
+// claim should take, in several queues: one claim finds every group and
+// job behind them.
 func TestClaimSkipsLongGroupRuns(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()

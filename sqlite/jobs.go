@@ -1,18 +1,14 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/readpast/readpast"
 )
@@ -109,270 +105,39 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 			out = append(out, j)
 		}
 	}
-	return out, nil
-}
-
-// Claim takes up to p.Limit pending jobs whose run_at has come, in order of
-// priority, run_at, id across p.Queues, in one write transaction. Ungrouped
-// jobs are always claimable; a concurrency group gives only its oldest due
-// jobs, as many as it has free slots, counted across all queues (a group is
-// one ordered stream: its head in a queue this claim does not take holds
-// the rest back). Each claimed job gets a fresh token and a lease of
-// p.Lease. Claimers serialize on SQLite's write lock; an idle poller does
-// not take it (a read-only probe finds nothing claimable first).
-func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
-	p, err := p.Normalize()
-	if err != nil {
-		return nil, err
-	}
-	queues := uniq(p.Queues)
-	qjs, err := json.Marshal(queues)
-	if err != nil {
-		return nil, err
-	}
-	var claimable bool
-	if err := s.readOp(ctx, "claim probe", func(db *sql.DB) error {
-		return db.QueryRowContext(ctx, claimProbeSQL, string(qjs), micros(s.now())).Scan(&claimable)
-	}); err != nil {
-		return nil, err
-	}
-	if !claimable {
-		return []*readpast.Job{}, nil
-	}
-	token := uuid.NewString()
-	var out []*readpast.Job
-	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
-		var err error
-		out, err = claimIn(ctx, tx, p, queues, s.now(), token)
-		return err
-	})
-	if err != nil {
+	if err := insertMarks(ctx, tx, enqueueMarks(out, nowUS)); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// uniq drops repeated names, keeping the first.
-func uniq(names []string) []string {
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// candidate is one pending job seen by the claim scan, with its group's
-// counts as the transaction began.
-type candidate struct {
-	id, runAt       int64
-	priority        int
-	group           sql.NullString
-	running, maxRun int
-}
-
-// less orders candidates in claim order.
-func (c candidate) less(d candidate) bool {
-	if c.priority != d.priority {
-		return c.priority < d.priority
-	}
-	if c.runAt != d.runAt {
-		return c.runAt < d.runAt
-	}
-	return c.id < d.id
-}
-
-// scanRestartAfter is how many jobs of groups this claim filled a queue
-// scan passes over before it restarts past them with those groups excluded
-// in SQL (cheaper than handing each row to Go).
-const scanRestartAfter = 32
-
-// queueScan is one queue's claim-order cursor.
-type queueScan struct {
-	queue   string
-	rows    *sql.Rows
-	head    candidate // the current row, not yet consumed
-	done    bool
-	after   candidate // the last row consumed; the scan resumes after it
-	skipped int       // rows passed over since the scan (re)started
-}
-
-// open (re)starts the scan after s.after, excluding the groups in filled
-// (a JSON array), and reads its first row.
-func (q *queueScan) open(ctx context.Context, tx *sql.Tx, nowUS int64, filled string) error {
-	if q.rows != nil {
-		q.rows.Close()
-	}
-	rows, err := tx.QueryContext(ctx, claimScanSQL, q.queue, nowUS, q.after.priority, q.after.runAt, q.after.id, filled)
-	if err != nil {
-		return err
-	}
-	q.rows, q.skipped = rows, 0
-	return q.next()
-}
-
-// next reads the following row into head.
-func (q *queueScan) next() error {
-	if !q.rows.Next() {
-		q.done = true
-		return q.rows.Err()
-	}
-	h := &q.head
-	return q.rows.Scan(&h.id, &h.priority, &h.runAt, &h.group, &h.running, &h.maxRun)
-}
-
-// claimIn picks and takes the jobs of one claim inside tx.
-func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) ([]*readpast.Job, error) {
-	nowUS := micros(now)
-	ids, taken, err := pickJobs(ctx, tx, queues, p.Limit, nowUS)
-	if err != nil || len(ids) == 0 {
-		return []*readpast.Job{}, err
-	}
-	rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)), token)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*readpast.Job, 0, len(ids))
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, err
-	}
-	if len(out) != len(ids) {
-		return nil, fmt.Errorf("claimed %d of %d picked jobs", len(out), len(ids))
-	}
-	if len(taken) > 0 {
-		js, err := countsJSON(taken)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := tx.ExecContext(ctx, groupAddSQL, js); err != nil {
-			return nil, fmt.Errorf("take group slots: %w", err)
-		}
-	}
-	slices.SortFunc(out, func(a, b *readpast.Job) int {
-		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
-	})
-	return out, nil
-}
-
-// pickJobs walks the due pending jobs of every queue in claim order
-// (merging one index-ordered cursor per queue) and picks up to limit of
-// them: every ungrouped job, and of each group with free slots the jobs
-// among its first (free slots) due jobs across all queues, since a group is
-// one ordered stream whatever queues its jobs are in. Groups already full
-// are filtered out by the scan itself. It returns the picked ids and the
-// slots it took per group.
-func pickJobs(ctx context.Context, tx *sql.Tx, queues []string, limit int, nowUS int64) ([]int64, map[string]int, error) {
-	scans := make([]*queueScan, 0, len(queues))
-	defer func() {
-		for _, sc := range scans {
-			sc.rows.Close()
-		}
-	}()
-	first := candidate{id: math.MinInt64, runAt: math.MinInt64, priority: math.MinInt}
-	for _, q := range queues {
-		sc := &queueScan{queue: q, after: first}
-		scans = append(scans, sc)
-		if err := sc.open(ctx, tx, nowUS, "[]"); err != nil {
-			return nil, nil, err
-		}
-	}
-	var (
-		ids     []int64
-		heads   map[string]map[int64]bool // per group: the jobs it may still give
-		taken   map[string]int
-		blocked []string // groups that can give this claim nothing more
-	)
-	block := func(g string) {
-		if !slices.Contains(blocked, g) {
-			blocked = append(blocked, g)
-		}
-	}
-	for len(ids) < limit {
-		var best *queueScan
-		for _, sc := range scans {
-			if !sc.done && (best == nil || sc.head.less(best.head)) {
-				best = sc
-			}
-		}
-		if best == nil {
-			break
-		}
-		c := best.head
-		best.after = c
-		if !c.group.Valid {
-			ids = append(ids, c.id)
-		} else {
-			if heads == nil {
-				heads, taken = map[string]map[int64]bool{}, map[string]int{}
-			}
-			g := c.group.String
-			h, ok := heads[g]
-			if !ok {
-				var err error
-				if h, err = groupHead(ctx, tx, g, nowUS, c.maxRun-c.running); err != nil {
-					return nil, nil, err
-				}
-				heads[g] = h
-			}
-			if h[c.id] {
-				ids = append(ids, c.id)
-				taken[g]++
-				delete(h, c.id)
-				if len(h) == 0 {
-					block(g)
-				}
-			} else {
-				// Full, or its next job is older and in another queue.
-				best.skipped++
-				block(g)
-			}
-		}
-		if best.skipped >= scanRestartAfter {
-			js, err := json.Marshal(blocked)
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := best.open(ctx, tx, nowUS, string(js)); err != nil {
-				return nil, nil, err
-			}
+// enqueueMarks picks the ready marks of newly enqueued jobs: per group and
+// queue, the first due job in claim order, and every job not yet due. The
+// later due jobs of a group need none: they commit with the first one, so
+// whoever decides on the group through its mark sees them, and marks the
+// next of them while a slot is free.
+func enqueueMarks(jobs []*readpast.Job, nowUS int64) []candidate {
+	type key struct{ group, queue string }
+	first := map[key]candidate{}
+	var marks []candidate
+	for _, j := range jobs {
+		if j.Group == nil {
 			continue
 		}
-		if err := best.next(); err != nil {
-			return nil, nil, err
+		c := candidate{id: j.ID, runAt: micros(j.RunAt), priority: j.Priority, queue: j.Queue, group: *j.Group}
+		if c.runAt > nowUS {
+			marks = append(marks, c)
+			continue
+		}
+		k := key{c.group, c.queue}
+		if f, ok := first[k]; !ok || claimOrder(c, f) < 0 {
+			first[k] = c
 		}
 	}
-	return ids, taken, nil
-}
-
-// groupHead returns the ids of the first n due pending jobs of group g in
-// claim order, across all queues.
-func groupHead(ctx context.Context, tx *sql.Tx, g string, nowUS int64, n int) (map[int64]bool, error) {
-	h := map[int64]bool{}
-	if n <= 0 {
-		return h, nil
+	for _, c := range first {
+		marks = append(marks, c)
 	}
-	rows, err := tx.QueryContext(ctx, groupHeadSQL, g, nowUS, n)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		h[id] = true
-	}
-	return h, rows.Err()
+	return marks
 }
 
 // Complete finishes running jobs as succeeded in one transaction, moving
@@ -481,10 +246,10 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		}
 	}
 	readpast.SettleRepeats(res, first, true)
-	if err := releaseGroups(ctx, tx, groups); err != nil {
+	if freed, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
 		return nil, false, err
 	}
-	return res, len(groups) > 0, nil
+	return res, freed, nil
 }
 
 // entryErr splits lookup's answer into a per-entry outcome and a failure.
@@ -571,6 +336,9 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			if _, err := tx.ExecContext(ctx, requeueSQL, f.ID, f.Token, retryAt, newErrs); err != nil {
 				return nil, false, err
 			}
+			if err := markJobs(ctx, tx, []int64{f.ID}); err != nil {
+				return nil, false, err
+			}
 			wake = true
 		} else {
 			if err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS); err != nil {
@@ -582,10 +350,11 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 		}
 	}
 	readpast.SettleRepeats(res, first, false)
-	if err := releaseGroups(ctx, tx, groups); err != nil {
+	marked, err := freeSlots(ctx, tx, groups, nowUS)
+	if err != nil {
 		return nil, false, err
 	}
-	return res, wake || len(groups) > 0, nil
+	return res, wake || marked, nil
 }
 
 // moveToHistory moves live job id to history in state, with errs (nil
@@ -636,8 +405,12 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		if err != nil {
 			return err
 		}
+		if err := markJobs(ctx, tx, []int64{id}); err != nil {
+			return err
+		}
 		if group.Valid {
-			return releaseGroups(ctx, tx, map[string]int{group.String: 1})
+			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, micros(s.now()))
+			return err
 		}
 		return nil
 	})
@@ -674,10 +447,9 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 			return err
 		}
 		if readpast.JobState(state) == readpast.StateRunning && group.Valid {
-			if err := releaseGroups(ctx, tx, map[string]int{group.String: 1}); err != nil {
+			if freed, err = freeSlots(ctx, tx, map[string]int{group.String: 1}, micros(s.now())); err != nil {
 				return err
 			}
-			freed = true
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
 		return err
@@ -739,6 +511,9 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 				return err
 			}
 		default:
+			return err
+		}
+		if err := markJobs(ctx, tx, []int64{id}); err != nil {
 			return err
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getLiveSQL, id))

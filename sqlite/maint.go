@@ -87,6 +87,9 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 			if _, err := tx.ExecContext(ctx, requeueSQL, c.id, c.token, nil, errs); err != nil {
 				return 0, err
 			}
+			if err := markJobs(ctx, tx, []int64{c.id}); err != nil {
+				return 0, err
+			}
 		} else if err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
 			return 0, err
 		}
@@ -94,7 +97,7 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 			groups[c.group.String]++
 		}
 	}
-	if err := releaseGroups(ctx, tx, groups); err != nil {
+	if _, err := freeSlots(ctx, tx, groups, nowUS); err != nil {
 		return 0, err
 	}
 	return len(claims), nil
@@ -106,7 +109,10 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 		return err
 	}
 	err := s.writeTx(ctx, "set group limit", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit)
+		if _, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit); err != nil {
+			return err
+		}
+		_, err := announceHeads(ctx, tx, []string{group}, micros(s.now()))
 		return err
 	})
 	if err != nil {

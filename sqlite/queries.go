@@ -32,37 +32,52 @@ VALUES `
 	enqueueChunk = 1000
 )
 
-// Claim.
+// Claim and ready marks (migrations/0003_ready_marks.sql).
 const (
-	// claimProbeSQL runs on the read pool: is any job claimable (pending,
-	// due, and ungrouped or in a group with a free slot)? It lets an idle
-	// poller skip the write lock.
+	// claimProbeSQL runs on the read pool: is there anything a claim of
+	// the queues in ?1 (a JSON array) would look at: a due pending
+	// ungrouped job, or a due ready mark? It lets an idle poller skip the
+	// write lock.
 	claimProbeSQL = `SELECT EXISTS (
-    SELECT 1 FROM readpast_jobs AS j
-    LEFT JOIN readpast_groups AS g ON g.group_key = j.group_key
-    WHERE j.queue IN (SELECT value FROM json_each(?1)) AND j.state = 'pending' AND j.run_at <= ?2
-      AND (g.group_key IS NULL OR g.running < g.max_running))`
-	// claimScanSQL walks one queue's due pending jobs in claim order after
-	// the key (?3, ?4, ?5), on readpast_jobs_claim, with each job's group
-	// counts. It passes over groups that were full when the transaction
-	// began and those in ?6 (a JSON array of groups this claim has filled
-	// or found blocked by an older job in another queue).
-	// The caller reads only as far as it needs.
-	claimScanSQL = `SELECT j.id, j.priority, j.run_at, j.group_key,
-    coalesce(g.running, 0), coalesce(g.max_running, 1)
-FROM readpast_jobs AS j
-LEFT JOIN readpast_groups AS g ON g.group_key = j.group_key
-WHERE j.queue = ?1 AND j.state = 'pending' AND j.run_at <= ?2
-  AND (j.priority, j.run_at, j.id) > (?3, ?4, ?5)
-  AND (j.group_key IS NULL OR (coalesce(g.running, 0) < coalesce(g.max_running, 1)
-       AND j.group_key NOT IN (SELECT value FROM json_each(?6))))
-ORDER BY j.priority, j.run_at, j.id`
+    SELECT 1 FROM readpast_jobs
+    WHERE queue IN (SELECT value FROM json_each(?1)) AND state = 'pending' AND group_key IS NULL AND run_at <= ?2)
+  OR EXISTS (
+    SELECT 1 FROM readpast_group_ready
+    WHERE queue IN (SELECT value FROM json_each(?1)) AND run_at <= ?2)`
+	// ungroupedSQL lists the first ?3 due pending ungrouped jobs of queue
+	// ?1 in claim order.
+	ungroupedSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs
+WHERE queue = ?1 AND state = 'pending' AND group_key IS NULL AND run_at <= ?2
+ORDER BY priority, run_at, id
+LIMIT ?3`
+	// markedGroupsSQL lists the groups named by the first ?3 due ready
+	// marks of queue ?1, in claim order.
+	markedGroupsSQL = `SELECT group_key FROM readpast_group_ready
+WHERE queue = ?1 AND run_at <= ?2
+ORDER BY priority, run_at, job_id
+LIMIT ?3`
+	// groupFreeSQL reads a group's free slots; no row means 1.
+	groupFreeSQL = `SELECT max_running - running FROM readpast_groups WHERE group_key = ?1`
 	// groupHeadSQL lists the first ?3 due pending jobs of group ?1 across
 	// all queues: the only jobs of the group a claim may take.
-	groupHeadSQL = `SELECT id FROM readpast_jobs
+	groupHeadSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs
 WHERE group_key = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
+	// dropDueMarksSQL uses up the due marks of the groups in ?1 (a JSON
+	// array). Marks of jobs not yet due stay: nobody else would mark those
+	// jobs when they come due.
+	dropDueMarksSQL = `DELETE FROM readpast_group_ready
+WHERE group_key IN (SELECT value FROM json_each(?1)) AND run_at <= ?2`
+	// insertMarksSQL adds the marks in ?1, a JSON array of
+	// [queue, priority, run_at, job_id, group_key].
+	insertMarksSQL = `INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?1)`
+	// markJobsSQL marks each pending grouped job of ?1 (a JSON array of
+	// ids) at its place in claim order.
+	markJobsSQL = `INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+SELECT queue, priority, run_at, id, group_key FROM readpast_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND group_key IS NOT NULL AND state = 'pending'`
 	// claimUpdateSQL takes the chosen jobs (?1: JSON array of ids) under
 	// the claim's token ?5.
 	claimUpdateSQL = `UPDATE readpast_jobs

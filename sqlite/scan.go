@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,6 +151,17 @@ func isEntryErr(err error) bool {
 // A group that has no row (so nothing running) or fewer running jobs than
 // freed means the counters drifted: it is an error that rolls tx back, not
 // something to clamp away.
+// freeSlots gives back the group slots in freed (group -> jobs that
+// stopped running) and marks each group's next claimable jobs. It reports
+// whether it marked any.
+func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (bool, error) {
+	if err := releaseGroups(ctx, tx, freed); err != nil {
+		return false, err
+	}
+	groups := slices.Sorted(maps.Keys(freed))
+	return announceHeads(ctx, tx, groups, nowUS)
+}
+
 func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error {
 	if len(freed) == 0 {
 		return nil

@@ -1,7 +1,7 @@
 -- Enqueue a batch in one statement. Inputs are parallel arrays; rows come
 -- back in input order (ids are assigned in that order). It only inserts:
--- job rows with fresh ids, and a ready mark for each grouped job (marks
--- have no unique key). It touches no group row, so it never waits on a
+-- job rows with fresh ids, and ready marks for grouped jobs (marks have no
+-- unique key). It touches no group row, so it never waits on a
 -- claim, a finisher, or another enqueue, whether or not their
 -- transactions are open. A NULL run-at means now on the database's clock,
 -- the clock claims compare with. The NOTIFY is delivered when the
@@ -17,9 +17,18 @@ inserted AS (
     FROM input ORDER BY ord
     RETURNING *
 ),
+-- Ready marks: per group and queue, the first due job of this batch, and
+-- every job not yet due. The batch's later due jobs of a group need none:
+-- they commit with the first one, so whoever decides on the group through
+-- its mark sees them, and marks the next of them while a slot is free.
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM inserted WHERE group_key IS NOT NULL
+    SELECT queue, priority, run_at, id, group_key
+    FROM (SELECT queue, priority, run_at, id, group_key,
+                 row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
+                                    ORDER BY priority, run_at, id) AS rn
+          FROM inserted WHERE group_key IS NOT NULL) i
+    WHERE rn = 1 OR run_at > now()
 ),
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n

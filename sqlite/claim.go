@@ -1,0 +1,334 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/readpast/readpast"
+)
+
+// Claim takes up to p.Limit pending jobs whose run_at has come, in order of
+// priority, run_at, id across p.Queues, in one write transaction, all
+// under one fresh token with a lease of p.Lease. Ungrouped jobs are always
+// claimable; a concurrency group gives only its first due jobs across all
+// queues (a group is one ordered stream: its head in a queue this claim
+// does not take holds the rest back), as many as it has free slots. Groups
+// are found through their ready marks (migrations/0003_ready_marks.sql),
+// so full and idle groups cost a claim nothing.
+//
+// Claimers serialize on SQLite's write lock; an idle poller does not take
+// it (a read-only probe finds nothing to look at first). A claim's outcome
+// is never in doubt: an error means its transaction rolled back.
+func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	queues := uniq(p.Queues)
+	qjs, err := json.Marshal(queues)
+	if err != nil {
+		return nil, err
+	}
+	var something bool
+	if err := s.readOp(ctx, "claim probe", func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, claimProbeSQL, string(qjs), micros(s.now())).Scan(&something)
+	}); err != nil {
+		return nil, err
+	}
+	if !something {
+		return []*readpast.Job{}, nil
+	}
+	token := uuid.NewString()
+	var (
+		out   []*readpast.Job
+		freed bool
+	)
+	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
+		var err error
+		out, freed, err = claimIn(ctx, tx, p, queues, s.now(), token)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freed {
+		s.wake() // a group this claim looked at has more to give
+	}
+	return out, nil
+}
+
+// uniq drops repeated names, keeping the first.
+func uniq(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// candidate is a pending job a claim may take.
+type candidate struct {
+	id, runAt int64
+	priority  int
+	queue     string
+	group     string // "" for an ungrouped job
+}
+
+// claimOrder orders candidates by priority, run_at, id.
+func claimOrder(a, b candidate) int {
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
+}
+
+// groupLook is what a claim saw of one group it found through a mark.
+type groupLook struct {
+	name  string
+	free  int         // max_running - running, as the claim began
+	takes int         // how many of its heads it may take: free, capped at the claim's limit
+	heads []candidate // its first due jobs, takes of them, plus one when the cap is what stops it
+}
+
+// claimIn picks and takes the jobs of one claim inside tx. freed reports
+// whether a group it looked at still has a free slot and a job to give.
+func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, err error) {
+	nowUS := micros(now)
+	var cands []candidate
+	for _, q := range queues {
+		got, err := queryCandidates(ctx, tx, ungroupedSQL, q, nowUS, p.Limit)
+		if err != nil {
+			return nil, false, err
+		}
+		cands = append(cands, got...)
+	}
+	looks, err := lookAtMarkedGroups(ctx, tx, queues, p.Limit, nowUS)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, g := range looks {
+		for i, h := range g.heads {
+			if i < g.takes && slices.Contains(queues, h.queue) {
+				cands = append(cands, h)
+			}
+		}
+	}
+	slices.SortFunc(cands, claimOrder)
+	cands = cands[:min(len(cands), p.Limit)]
+
+	taken := map[string]int{}
+	picked := make(map[int64]bool, len(cands))
+	ids := make([]int64, len(cands))
+	for i, c := range cands {
+		ids[i] = c.id
+		picked[c.id] = true
+		if c.group != "" {
+			taken[c.group]++
+		}
+	}
+	if len(ids) > 0 {
+		rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)), token)
+		if err != nil {
+			return nil, false, err
+		}
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				rows.Close()
+				return nil, false, err
+			}
+			jobs = append(jobs, j)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, false, err
+		}
+		if len(jobs) != len(ids) {
+			return nil, false, fmt.Errorf("claimed %d of %d picked jobs", len(jobs), len(ids))
+		}
+	}
+	if len(taken) > 0 {
+		js, err := countsJSON(taken)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, err := tx.ExecContext(ctx, groupAddSQL, js); err != nil {
+			return nil, false, fmt.Errorf("take group slots: %w", err)
+		}
+	}
+	// Every group looked at is decided: its due marks are used up, and a
+	// group with a free slot left is marked again at its first job this
+	// claim did not take, in each queue.
+	if len(looks) > 0 {
+		names := make([]string, len(looks))
+		var marks []candidate
+		for i, g := range looks {
+			names[i] = g.name
+			if g.free-taken[g.name] > 0 {
+				marks = append(marks, firstPerQueue(g.heads, picked)...)
+			}
+		}
+		js, err := json.Marshal(names)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, err := tx.ExecContext(ctx, dropDueMarksSQL, string(js), nowUS); err != nil {
+			return nil, false, err
+		}
+		if err := insertMarks(ctx, tx, marks); err != nil {
+			return nil, false, err
+		}
+		freed = len(marks) > 0
+	}
+	slices.SortFunc(jobs, func(a, b *readpast.Job) int {
+		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
+	})
+	return jobs, freed, nil
+}
+
+// lookAtMarkedGroups finds the groups named by the first limit due marks
+// of each queue and reads, for each, its free slots and first due jobs.
+func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit int, nowUS int64) ([]groupLook, error) {
+	var names []string
+	for _, q := range queues {
+		rows, err := tx.QueryContext(ctx, markedGroupsSQL, q, nowUS, limit)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var g string
+			if err := rows.Scan(&g); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if !slices.Contains(names, g) {
+				names = append(names, g)
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	looks := make([]groupLook, 0, len(names))
+	for _, name := range names {
+		free, err := groupFree(ctx, tx, name)
+		if err != nil {
+			return nil, err
+		}
+		g := groupLook{name: name, free: free, takes: max(0, min(free, limit))}
+		fetch := g.takes
+		if free > g.takes {
+			fetch++
+		}
+		if fetch > 0 {
+			if g.heads, err = queryCandidates(ctx, tx, groupHeadSQL, name, nowUS, fetch); err != nil {
+				return nil, err
+			}
+		}
+		looks = append(looks, g)
+	}
+	return looks, nil
+}
+
+// groupFree returns max_running - running of group g (1 without a row).
+func groupFree(ctx context.Context, tx *sql.Tx, g string) (int, error) {
+	var free int
+	err := tx.QueryRowContext(ctx, groupFreeSQL, g).Scan(&free)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 1, nil
+	}
+	return free, err
+}
+
+// queryCandidates runs a statement returning (id, queue, priority, run_at,
+// group_key) rows, with args.
+func queryCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]candidate, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []candidate
+	for rows.Next() {
+		var (
+			c     candidate
+			group sql.NullString
+		)
+		if err := rows.Scan(&c.id, &c.queue, &c.priority, &c.runAt, &group); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.group = group.String
+		out = append(out, c)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// firstPerQueue returns, from heads in claim order, the first one not in
+// skip in each queue.
+func firstPerQueue(heads []candidate, skip map[int64]bool) []candidate {
+	var out []candidate
+	seen := map[string]bool{}
+	for _, h := range heads {
+		if !skip[h.id] && !seen[h.queue] {
+			seen[h.queue] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// insertMarks adds a ready mark for each job.
+func insertMarks(ctx context.Context, tx *sql.Tx, marks []candidate) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	rows := make([][5]any, len(marks))
+	for i, m := range marks {
+		rows[i] = [5]any{m.queue, m.priority, m.runAt, m.id, m.group}
+	}
+	js, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, insertMarksSQL, string(js))
+	return err
+}
+
+// markJobs adds a ready mark for each grouped job of ids, as it is now:
+// the jobs an enqueue, a retry or a failure made pending.
+func markJobs(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, markJobsSQL, idsJSON(ids))
+	return err
+}
+
+// announceHeads marks the next claimable jobs of the groups that just had
+// slots freed (or a limit raised): for each such group with a free slot,
+// among its first free (at most 64) due jobs across all queues, the first
+// one in each queue. It reports whether it marked anything.
+func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, nowUS int64) (bool, error) {
+	var marks []candidate
+	for _, g := range groups {
+		free, err := groupFree(ctx, tx, g)
+		if err != nil || free <= 0 {
+			if err != nil {
+				return false, err
+			}
+			continue
+		}
+		heads, err := queryCandidates(ctx, tx, groupHeadSQL, g, nowUS, min(free, 64))
+		if err != nil {
+			return false, err
+		}
+		marks = append(marks, firstPerQueue(heads, nil)...)
+	}
+	return len(marks) > 0, insertMarks(ctx, tx, marks)
+}

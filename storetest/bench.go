@@ -1,0 +1,86 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// GroupsAtScale configures BenchClaimGroupsAtScale.
+type GroupsAtScale struct {
+	// Groups backlogged, each with JobsPerGroup pending jobs; all but Free
+	// of them run a job, so every claim finds Free claimable heads among
+	// Groups-Free full groups.
+	Groups, JobsPerGroup, Free int
+	// Limit is the claim limit.
+	Limit int
+	// Ready, if set, runs once the state is built, before the timer
+	// starts (a VACUUM, an EXPLAIN).
+	Ready func(b *testing.B)
+}
+
+// BenchClaimGroupsAtScale measures a claim's cost when most groups are
+// full: it enqueues c.Groups x c.JobsPerGroup grouped jobs, claims one job
+// of every group but c.Free, then times claims of up to c.Limit jobs (each
+// must take one job of each free group; what it took is released,
+// untimed). It reports ms/claim.
+func BenchClaimGroupsAtScale(b *testing.B, s readpast.Store, c GroupsAtScale) {
+	ctx := context.Background()
+	start := time.Now()
+	const batch = 5000
+	var ps []readpast.EnqueueParams
+	flush := func() {
+		if _, err := s.Enqueue(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+		ps = ps[:0]
+	}
+	for j := range c.JobsPerGroup {
+		for g := range c.Groups {
+			ps = append(ps, readpast.EnqueueParams{Kind: "k", Group: fmt.Sprint("g", g), Payload: []byte(fmt.Sprintf(`{"j":%d}`, j))})
+			if len(ps) == batch {
+				flush()
+			}
+		}
+	}
+	if len(ps) > 0 {
+		flush()
+	}
+	busy := c.Groups - c.Free
+	for taken := 0; taken < busy; {
+		got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "setup", Limit: min(1000, busy-taken), Lease: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) == 0 {
+			b.Fatalf("setup stalled at %d busy groups", taken)
+		}
+		taken += len(got)
+	}
+	if c.Ready != nil {
+		c.Ready(b)
+	}
+	b.Logf("setup: %d groups x %d jobs, %d busy, in %v", c.Groups, c.JobsPerGroup, busy, time.Since(start).Round(time.Millisecond))
+	p := readpast.ClaimParams{Worker: "bench", Limit: c.Limit, Lease: time.Hour}
+	b.ResetTimer()
+	for range b.N {
+		got, err := s.Claim(ctx, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if len(got) != c.Free {
+			b.Fatalf("claimed %d jobs, want one of each of the %d free groups", len(got), c.Free)
+		}
+		for _, j := range got {
+			if err := s.Release(ctx, j.ID, j.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/claim")
+}
