@@ -79,6 +79,10 @@ func Run(t *testing.T, h Harness) {
 		{"Prune", testPrune},
 		{"GroupMutualExclusion", testGroupExclusion},
 		{"GroupLimit", testGroupLimit},
+		{"GroupLimitChangesWhileRunning", testGroupLimitChanges},
+		{"GroupHeadArrivesWhileRunning", testGroupNewHead},
+		{"GroupBacklogHidesNothing", testGroupBacklog},
+		{"GroupFutureHeadBlocksNothing", testGroupFutureHead},
 		{"GroupIsOneStreamAcrossQueues", testGroupAcrossQueues},
 		{"GroupFreedByEveryExit", testGroupFreed},
 		{"BusyGroupBlocksNothing", testBusyGroup},
@@ -899,6 +903,142 @@ func testGroupLimit(t *testing.T, h Harness) {
 	c = claim(t, s, 10, time.Minute)
 	if len(c) != 1 || c[0].ID != jobs[3].ID {
 		t.Fatalf("claimed %v, want [%d]", ids(c), jobs[3].ID)
+	}
+}
+
+// testGroupLimitChanges: lowering a group's limit below what runs lets
+// nothing new start until the group is under the new limit; raising it
+// lets more start at once. The limit of a group that never ran survives.
+func testGroupLimitChanges(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	if err := s.SetGroupLimit(ctx, "L", 3); err != nil {
+		t.Fatal(err)
+	}
+	var ps []readpast.EnqueueParams
+	for range 8 {
+		ps = append(ps, readpast.EnqueueParams{Kind: "k", Group: "L"})
+	}
+	enqueue(t, s, ps...)
+	running := claim(t, s, 10, time.Minute)
+	if len(running) != 3 {
+		t.Fatalf("claimed %d under a limit of 3", len(running))
+	}
+	if err := s.SetGroupLimit(ctx, "L", 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range running[:2] {
+		if err := completeOne(ctx, s, j, ""); err != nil {
+			t.Fatal(err)
+		}
+		if c := claim(t, s, 10, time.Minute); len(c) != 0 {
+			t.Fatalf("after %d of 3 finished under a new limit of 1, claimed %d", i+1, len(c))
+		}
+	}
+	if err := completeOne(ctx, s, running[2], ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, s, 10, time.Minute); len(c) != 1 {
+		t.Fatalf("with the group empty, claimed %d under a limit of 1", len(c))
+	}
+	if err := s.SetGroupLimit(ctx, "L", 4); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, s, 10, time.Minute); len(c) != 3 {
+		t.Fatalf("with the limit raised to 4 and 1 running, claimed %d, want 3", len(c))
+	}
+	// A limit set before the group has ever run.
+	if err := s.SetGroupLimit(ctx, "fresh", 2); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "fresh"}, readpast.EnqueueParams{Kind: "k", Group: "fresh"}, readpast.EnqueueParams{Kind: "k", Group: "fresh"})
+	if c := claim(t, s, 10, time.Minute); len(c) != 2 {
+		t.Fatalf("a fresh group with limit 2 gave %d", len(c))
+	}
+}
+
+// testGroupNewHead: a job that arrives ahead of a group's running jobs
+// (higher priority) runs before the group's older pending jobs, and only
+// within the limit.
+func testGroupNewHead(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	if err := s.SetGroupLimit(ctx, "H", 2); err != nil {
+		t.Fatal(err)
+	}
+	old := enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "H"}, readpast.EnqueueParams{Kind: "k", Group: "H"}, readpast.EnqueueParams{Kind: "k", Group: "H"})
+	first := claim(t, s, 1, time.Minute)
+	if len(first) != 1 || first[0].ID != old[0].ID {
+		t.Fatalf("claimed %v, want the oldest", ids(first))
+	}
+	urgent := enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "H", Priority: -1})[0]
+	c := claim(t, s, 10, time.Minute)
+	if len(c) != 1 || c[0].ID != urgent.ID {
+		t.Fatalf("claimed %v, want only the urgent job %d (limit 2, one running)", ids(c), urgent.ID)
+	}
+	if err := completeOne(ctx, s, first[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := claim(t, s, 10, time.Minute); len(c) != 1 || c[0].ID != old[1].ID {
+		t.Fatalf("claimed %v, want the next oldest %d", ids(c), old[1].ID)
+	}
+}
+
+// testGroupBacklog: a big batch enqueued into a few groups, ahead of other
+// groups and ungrouped jobs in claim order, hides none of them from one
+// claim, in any queue.
+func testGroupBacklog(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	if err := s.SetGroupLimit(ctx, "B", 3); err != nil {
+		t.Fatal(err)
+	}
+	var ps []readpast.EnqueueParams
+	for i := range 400 {
+		ps = append(ps, readpast.EnqueueParams{Kind: "k", Queue: []string{"q1", "q2"}[i%2], Group: []string{"A", "B"}[i/200]})
+	}
+	for i := range 6 {
+		ps = append(ps, readpast.EnqueueParams{Kind: "k", Queue: []string{"q1", "q2"}[i%2], Priority: 1})
+	}
+	jobs := enqueue(t, s, ps...)
+	late := enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "q2", Group: "C"})[0]
+	// A gives its head, B its first three, C its only job, then the six
+	// ungrouped jobs (priority 1).
+	want := []int64{jobs[0].ID, jobs[200].ID, jobs[201].ID, jobs[202].ID, late.ID}
+	for _, j := range jobs[400:] {
+		want = append(want, j.ID)
+	}
+	if got := claim(t, s, 50, time.Minute, "q1", "q2"); fmt.Sprint(ids(got)) != fmt.Sprint(want) {
+		t.Fatalf("claimed %v\nwant    %v", ids(got), want)
+	}
+	if got := claim(t, s, 50, time.Minute, "q1", "q2"); len(got) != 0 {
+		t.Fatalf("claimed %v with every group full", ids(got))
+	}
+}
+
+// testGroupFutureHead: a group's first job in claim order that is not due
+// yet holds back nothing; it runs once it is due and the group has a slot.
+func testGroupFutureHead(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	soon := time.Now().Add(300 * time.Millisecond)
+	jobs := enqueue(t, s,
+		readpast.EnqueueParams{Kind: "k", Group: "F", Priority: -5, RunAt: soon},
+		readpast.EnqueueParams{Kind: "k", Group: "F"},
+	)
+	c := claim(t, s, 10, time.Minute)
+	if len(c) != 1 || c[0].ID != jobs[1].ID {
+		t.Fatalf("claimed %v, want the due job %d", ids(c), jobs[1].ID)
+	}
+	time.Sleep(time.Until(soon) + 50*time.Millisecond)
+	if got := claim(t, s, 10, time.Minute); len(got) != 0 {
+		t.Fatalf("claimed %v while the group's slot is taken", ids(got))
+	}
+	if err := completeOne(ctx, s, c[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, 10, time.Minute); len(got) != 1 || got[0].ID != jobs[0].ID {
+		t.Fatalf("claimed %v, want the job that came due, %d", ids(got), jobs[0].ID)
 	}
 }
 

@@ -9,12 +9,17 @@ WITH input AS (
 ),
 -- One primary-key lookup per input row (a join would let the planner scan
 -- every running job), locking the rows whose claim is current.
+-- A job's token is set exactly while it runs (CHECK on readpast_jobs), so
+-- "id and token match" is the whole id + token + running check. Spelling
+-- out state = 'running' too would let the planner pick the partial lease
+-- index, which holds only running jobs, and scan all of them for each id
+-- (measured: 192 ms for 1000 completions instead of a few).
 target AS (
     SELECT j.id, i.result
     FROM input i
     CROSS JOIN LATERAL (
         SELECT id FROM readpast_jobs j
-        WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+        WHERE j.id = i.id AND j.token = i.token
         FOR UPDATE
     ) j
 ),

@@ -10,7 +10,8 @@ WITH input AS (
     FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
         AS t(id, token, message, stack, retry_at, discard)
 ),
--- One locked primary-key lookup per input row, as in complete.sql.
+-- One locked primary-key lookup per input row, as in complete.sql (the
+-- token match is the running check).
 target AS (
     SELECT j.id, i.token, j.group_key,
            (j.attempt < j.max_attempts AND NOT i.discard) AS retry,
@@ -21,7 +22,7 @@ target AS (
     FROM input i
     CROSS JOIN LATERAL (
         SELECT id, group_key, attempt, max_attempts, errors, worker FROM readpast_jobs j
-        WHERE j.id = i.id AND j.token = i.token AND j.state = 'running'
+        WHERE j.id = i.id AND j.token = i.token
         FOR UPDATE
     ) j
 ),

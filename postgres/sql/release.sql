@@ -6,13 +6,18 @@
 -- whose outcome its caller never learned); then $3 bounds the search to
 -- leases ending within 10 minutes before now + $3 microseconds, where
 -- that claim's leases must end, so the lease index finds them.
+-- A job's token is set exactly while it runs (CHECK on readpast_jobs), so
+-- the token match is the running check. The store runs this with custom
+-- plans (the parameters known): by id it is a primary-key lookup; by
+-- claim token it is a range of the partial lease index, which needs the
+-- state spelled out.
 WITH target AS (
     SELECT id, group_key FROM readpast_jobs
-    WHERE token = $2::uuid AND state = 'running'
+    WHERE token = $2::uuid
       AND ($1::bigint IS NULL OR id = $1)
-      AND ($1::bigint IS NOT NULL OR lease_expires_at BETWEEN
+      AND ($1::bigint IS NOT NULL OR (state = 'running' AND lease_expires_at BETWEEN
              now() + $3::bigint * interval '1 microsecond' - interval '10 minutes'
-             AND now() + $3::bigint * interval '1 microsecond')
+             AND now() + $3::bigint * interval '1 microsecond'))
     ORDER BY id
     FOR UPDATE
 ),
