@@ -24,7 +24,7 @@ import (
 // happens every time.
 const stallFunction = `
 CREATE SCHEMA IF NOT EXISTS readpast_test_stall;
-CREATE OR REPLACE FUNCTION readpast_test_stall.readpast_stall(place text) RETURNS boolean
+CREATE OR REPLACE FUNCTION readpast_test_stall.readpast_stall(place text, at_row anyelement) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF place = current_setting('readpast.stall', true) THEN
@@ -216,11 +216,67 @@ func stalledClaim(t *testing.T, st *stall, limit int, got *[]*readpast.Job) <-ch
 	return ch
 }
 
+// The stalled claim takes from queue "qa". Group G's jobs J1..J6 are in
+// qa, enqueued in one batch, so G has one ready mark, which the stalled
+// claim walks. Stopped at "claim.before_locks" it holds nothing of G yet;
+// at "claim.group_rows" it holds that mark (so no other claim can use it)
+// but not G's row. Interference reaches G through other marks: jobs in
+// queue "qb", or jobs enqueued after the stalled claim's snapshot.
+var windows = []string{"claim.before_locks", "claim.group_rows"}
+
+// setupG sets G's limit and enqueues J1..J6 in queue qa.
+func setupG(t *testing.T, s *postgres.Store, limit int) []*readpast.Job {
+	t.Helper()
+	if limit != 1 {
+		if err := s.SetGroupLimit(context.Background(), "G", limit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := make([]readpast.EnqueueParams, 6)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "qa", Group: "G"}
+	}
+	jobs, err := s.Enqueue(context.Background(), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// takeHeadOfG claims G's head from queue qa as another worker, through a
+// mark of its own (a job enqueued now, behind the others).
+func takeHeadOfG(t *testing.T, s *postgres.Store, lease time.Duration) *readpast.Job {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qa", Group: "G"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"qa"}, Worker: "other", Limit: 1, Lease: lease})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("the other worker claimed %v, %v; want G's head", got, err)
+	}
+	return got[0]
+}
+
+// stalledClaimQA starts a claim of queue qa on st's store and waits until
+// it is stopped at the gate.
+func stalledClaimQA(t *testing.T, st *stall, limit int, got *[]*readpast.Job) <-chan error {
+	t.Helper()
+	ch := async(func() error {
+		jobs, err := st.store.Claim(context.Background(), readpast.ClaimParams{Queues: []string{"qa"}, Worker: "stalled", Limit: limit, Lease: time.Minute})
+		*got = jobs
+		return err
+	})
+	st.waitBlocked()
+	return ch
+}
+
 // TestGroupLimitUnderInterleavings replays, deterministically, a claim
 // whose snapshot is older than a concurrent change to its group, for each
-// kind of change. The claim stops after taking its snapshot and before it
-// locks the group row; the change commits; the claim goes on. The group's
-// limit and slot counter must hold, and the claim must not wait.
+// kind of change, at both windows above. The change commits while the
+// claim is stopped; the claim goes on. The group's limit and slot counter
+// must hold, the claim must not wait, and it must not take a job before
+// its run-at.
 func TestGroupLimitUnderInterleavings(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
@@ -232,15 +288,17 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 	}{
 		{
 			// Issue 7, 1(a): a higher-priority job of the group arrives and
-			// is claimed by another worker while the slow claim holds an
-			// old snapshot (running 0). Before the fix it took 3: 4 ran.
+			// is claimed by another worker (running 1) while the slow claim
+			// holds an old snapshot (running 0). Before the fix the slow
+			// claim took 3: 4 ran under a limit of 3.
 			name: "higher-priority job enqueued and claimed", limit: 3, most: 2,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
-				if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -1}}); err != nil {
+				if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qb", Group: "G", Priority: -1}}); err != nil {
 					t.Fatal(err)
 				}
-				if got := mustClaim(t, s, "other", 1); len(got) != 1 || got[0].Priority != -1 {
-					t.Fatalf("other claimed %v", got)
+				got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"qb"}, Worker: "other", Limit: 1, Lease: time.Minute})
+				if err != nil || len(got) != 1 || got[0].Priority != -1 {
+					t.Fatalf("other claimed %v, %v", got, err)
 				}
 			},
 		},
@@ -265,23 +323,29 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 		{
 			name: "head claimed and completed", limit: 2, most: 2,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
-				got := mustClaim(t, s, "other", 1)
-				if errs, err := s.Complete(ctx, []readpast.Completion{{ID: got[0].ID, Token: got[0].Token}}); err != nil || errs[0] != nil {
-					t.Fatal(err, errs)
+				h := takeHeadOfG(t, s, time.Minute)
+				if err := first(s.Complete(ctx, []readpast.Completion{{ID: h.ID, Token: h.Token}})); err != nil {
+					t.Fatal(err)
 				}
 			},
 		},
 		{
 			name: "head claimed and released", limit: 2, most: 2,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
-				got := mustClaim(t, s, "other", 1)
-				if err := s.Release(ctx, got[0].ID, got[0].Token); err != nil {
+				h := takeHeadOfG(t, s, time.Minute)
+				if err := s.Release(ctx, h.ID, h.Token); err != nil {
 					t.Fatal(err)
 				}
 			},
 		},
 		{
-			name: "head cancelled", limit: 2, most: 2,
+			name: "head claimed, still running", limit: 2, most: 1,
+			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
+				takeHeadOfG(t, s, time.Minute)
+			},
+		},
+		{
+			name: "pending head cancelled", limit: 2, most: 2,
 			during: func(t *testing.T, s *postgres.Store, jobs []*readpast.Job) {
 				if _, err := s.Cancel(ctx, jobs[0].ID); err != nil {
 					t.Fatal(err)
@@ -289,26 +353,19 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 			},
 		},
 		{
-			name: "two heads claimed, one failed back to pending", limit: 3, most: 2,
+			// Before the fix a claim took the head although it had failed
+			// and was rescheduled an hour later.
+			name: "head failed to an hour later", limit: 1, most: 1,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
-				got := mustClaim(t, s, "other", 2)
-				if errs, err := s.Fail(ctx, []readpast.Failure{{ID: got[0].ID, Token: got[0].Token, Message: "x"}}); err != nil || errs[0] != nil {
-					t.Fatal(err, errs)
-				}
-			},
-		},
-		{
-			name: "head rescheduled to the future by a failure", limit: 1, most: 1,
-			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
-				got := mustClaim(t, s, "other", 1)
+				h := takeHeadOfG(t, s, time.Minute)
 				retry := time.Now().Add(time.Hour)
-				if errs, err := s.Fail(ctx, []readpast.Failure{{ID: got[0].ID, Token: got[0].Token, Message: "x", RetryAt: retry}}); err != nil || errs[0] != nil {
-					t.Fatal(err, errs)
+				if err := first(s.Fail(ctx, []readpast.Failure{{ID: h.ID, Token: h.Token, Message: "x", RetryAt: retry}})); err != nil {
+					t.Fatal(err)
 				}
 			},
 		},
 		{
-			name: "group rows pruned", limit: 1, most: 1,
+			name: "group row pruned", limit: 1, most: 1,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
 				if _, err := s.PruneGroups(ctx, 100); err != nil {
 					t.Fatal(err)
@@ -316,39 +373,42 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t)
-			defer s.Close()
-			if tc.limit != 1 {
-				if err := s.SetGroupLimit(ctx, "G", tc.limit); err != nil {
-					t.Fatal(err)
+	for _, window := range windows {
+		for _, tc := range cases {
+			t.Run(window+"/"+tc.name, func(t *testing.T) {
+				s := newStore(t)
+				defer s.Close()
+				jobs := setupG(t, s, tc.limit)
+				if tc.name == "group row pruned" {
+					// Give G a row, idle again, for the prune to delete.
+					if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qb", Group: "G", Priority: -9}}); err != nil {
+						t.Fatal(err)
+					}
+					got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"qb"}, Worker: "warm", Limit: 1, Lease: time.Minute})
+					if err != nil || len(got) != 1 {
+						t.Fatal(got, err)
+					}
+					if err := first(s.Complete(ctx, []readpast.Completion{{ID: got[0].ID, Token: got[0].Token}})); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			jobs := groupJobs(t, s, "G", 6)
-			if tc.name == "group rows pruned" {
-				// Make the group's row exist and go idle first.
-				got := mustClaim(t, s, "warm", 1)
-				if err := s.Release(ctx, got[0].ID, got[0].Token); err != nil {
-					t.Fatal(err)
+				st := newStall(t, s, window)
+				var got []*readpast.Job
+				done := stalledClaimQA(t, st, 10, &got)
+				tc.during(t, s, jobs)
+				st.open()
+				within(t, "the stalled claim", 2*time.Second, done)
+				if len(got) > tc.most {
+					t.Errorf("the stalled claim took %d jobs of the group, at most %d may run", len(got), tc.most)
 				}
-			}
-			st := newStall(t, s, "claim.before_locks")
-			var got []*readpast.Job
-			done := stalledClaim(t, st, 10, &got)
-			tc.during(t, s, jobs)
-			st.open()
-			within(t, "the stalled claim", 2*time.Second, done)
-			if len(got) > tc.most {
-				t.Errorf("the stalled claim took %d jobs of the group, at most %d may run", len(got), tc.most)
-			}
-			for _, j := range got {
-				if j.RunAt.After(time.Now()) {
-					t.Errorf("claimed job %d before its run-at %v", j.ID, j.RunAt)
+				for _, j := range got {
+					if j.RunAt.After(time.Now()) {
+						t.Errorf("claimed job %d before its run-at %v", j.ID, j.RunAt)
+					}
 				}
-			}
-			checkGroups(t, s)
-		})
+				checkGroups(t, s)
+			})
+		}
 	}
 }
 
@@ -407,25 +467,19 @@ func TestClaimNeverWaitsOnAFinisher(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			s := newStore(t)
 			defer s.Close()
-			if err := s.SetGroupLimit(ctx, "G", 2); err != nil {
-				t.Fatal(err)
-			}
-			groupJobs(t, s, "G", 4)
-			claimer := newStall(t, s, "claim.before_locks")
+			setupG(t, s, 2)
+			claimer := newStall(t, s, "claim.group_rows")
 			finisher := newStall(t, s, "finish.group_rows")
 
 			var got []*readpast.Job
-			claimed := stalledClaim(t, claimer, 10, &got) // its snapshot: all 4 pending
-			head, err := s.Claim(ctx, readpast.ClaimParams{Worker: "other", Limit: 1, Lease: f.lease})
-			if err != nil || len(head) != 1 {
-				t.Fatal(head, err)
-			}
-			finished := async(func() error { return f.finish(ctx, finisher.store, head[0]) })
+			claimed := stalledClaimQA(t, claimer, 10, &got) // its snapshot: all pending; it holds G's mark
+			head := takeHeadOfG(t, s, f.lease)
+			finished := async(func() error { return f.finish(ctx, finisher.store, head) })
 			finisher.waitBlocked() // it holds the head's row, not yet the group's
 			claimer.open()
 			within(t, "the claim", 2*time.Second, claimed)
 			for _, j := range got {
-				if j.ID == head[0].ID {
+				if j.ID == head.ID {
 					t.Fatalf("job %d claimed while another claim held it", j.ID)
 				}
 			}
@@ -540,19 +594,22 @@ func TestEnqueueNeverWaits(t *testing.T) {
 	checkGroups(t, s)
 }
 
-// TestGroupRowCreatedOnce: two claims that both find a group without a row
-// never both create it, and neither waits for the other, even when the
-// first holds its transaction open; SetGroupLimit on that group waits for
-// the first claim and then applies.
+// TestGroupRowCreatedOnce: a claim that creates a group's row holds the
+// key's try-lock until it commits; another claim that finds the group,
+// through a mark of its own, and no row in its snapshot, passes it over
+// instead of inserting the same key (that INSERT would wait for the first
+// claim's). SetGroupLimit on the group waits for the first claim, then
+// applies.
 func TestGroupRowCreatedOnce(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
 	groupJobs(t, s, "N", 3)
-	first := newStall(t, s, "claim.group_heads") // after its try-lock on N
+	first := newStall(t, s, "claim.end") // its row for N inserted, not committed
 	var got1 []*readpast.Job
 	done1 := stalledClaim(t, first, 10, &got1)
 
+	groupJobs(t, s, "N", 1) // a mark the first claim never saw
 	var got2 []*readpast.Job
 	within(t, "a second claim while the first creates the group", time.Second, async(func() error {
 		var err error

@@ -43,9 +43,10 @@ COMMENT ON TABLE readpast_groups IS
 -- 3. readpast_stall marks, inside the statements, the windows where a
 --    concurrent transaction can change what a statement decided on (between
 --    its snapshot and its row locks). It is a no-op that the planner folds
---    away. Tests put a function of the same name that waits on an advisory
---    lock earlier on a connection's search_path, to replay those windows
---    deterministically.
-CREATE FUNCTION readpast_stall(place text) RETURNS boolean
+--    away. Its second argument is a column of the row being processed, so
+--    that a test's version (a function of the same name earlier on a
+--    connection's search_path, which waits on an advisory lock) runs once
+--    per row, at that row, instead of once before the statement starts.
+CREATE FUNCTION readpast_stall(place text, at_row anyelement) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS 'SELECT true';

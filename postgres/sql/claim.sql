@@ -58,21 +58,24 @@ marks AS (
         SELECT ctid AS mark, group_key
         FROM readpast_group_ready
         WHERE queue = q.name AND run_at <= now()
-          AND readpast_stall('claim.before_locks')
+          AND readpast_stall('claim.before_locks', q.name)
         ORDER BY priority, run_at, job_id
         LIMIT $3
         FOR UPDATE SKIP LOCKED
     ) m
 ),
+marked AS (
+    SELECT DISTINCT group_key FROM marks WHERE readpast_stall('claim.group_rows', group_key)
+),
 locked AS (
     SELECT group_key, running, max_running
     FROM readpast_groups
-    WHERE group_key = ANY (ARRAY(SELECT DISTINCT group_key FROM marks))
+    WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR UPDATE SKIP LOCKED
 ),
 new_groups AS (
     SELECT group_key, 0 AS running, 1 AS max_running
-    FROM (SELECT DISTINCT group_key FROM marks) m
+    FROM marked m
     WHERE NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = m.group_key)
       AND pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
 ),
@@ -96,7 +99,7 @@ taken_heads AS (
     FROM readpast_jobs
     WHERE id = ANY (ARRAY(SELECT id FROM heads WHERE claimable AND queue = ANY ($1::text[])))
       AND state = 'pending' AND run_at <= now()
-      AND readpast_stall('claim.group_heads')
+      AND readpast_stall('claim.group_heads', id)
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
@@ -158,5 +161,5 @@ SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb
 FROM claimed
-WHERE readpast_stall('claim.end')
+WHERE readpast_stall('claim.end', id)
 ORDER BY priority, run_at, id;

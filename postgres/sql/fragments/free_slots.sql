@@ -13,7 +13,7 @@ locked_groups AS (
     SELECT g.group_key, f.n
     FROM readpast_groups g
     JOIN freeing f USING (group_key)
-    WHERE readpast_stall('finish.group_rows')
+    WHERE readpast_stall('finish.group_rows', f.n)
     ORDER BY g.group_key
     FOR UPDATE OF g
 ),
