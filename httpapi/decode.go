@@ -435,6 +435,13 @@ func decodeComplete(body []byte) (CompleteRequest, *apiError) {
 			return req, fieldError("result", "not valid JSON")
 		}
 		req.Result = buf.Bytes()
+		if err := readpast.CheckResult(req.Result); err != nil {
+			var fe *readpast.FieldError
+			if errors.As(err, &fe) {
+				return req, fromFieldError(fe, nil)
+			}
+			return req, fieldError("result", "%v", err)
+		}
 	}
 	return req, nil
 }
