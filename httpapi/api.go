@@ -418,6 +418,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, ae *apiError
 	}
 	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}})
 	h := w.Header()
+	if ae.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", retryAfterSeconds)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -432,7 +435,7 @@ func (s *server) writeStoreError(w http.ResponseWriter, r *http.Request, err err
 		s.log.DebugContext(r.Context(), "client went away", slog.String("path", r.URL.Path), slog.Any("error", err))
 		return
 	}
-	s.writeError(w, r, storeError(err))
+	s.writeError(w, r, s.storeError(err))
 }
 
 // readBody reads the request body up to the configured limit.
@@ -467,7 +470,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.store.Get(ctx, 1); err != nil && !errors.Is(err, readpast.ErrNotFound) {
 		s.log.WarnContext(ctx, "readiness check failed", slog.Any("error", err))
 		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "store is not reachable"})
+			Message: "the database is unavailable"})
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})

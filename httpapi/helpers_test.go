@@ -258,3 +258,21 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// stringsReader returns a reader of s, or nil when s is empty.
+func stringsReader(s string) io.Reader {
+	if s == "" {
+		return nil
+	}
+	return strings.NewReader(s)
+}
+
+// readAll reads a response body.
+func readAll(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
