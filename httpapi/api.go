@@ -533,17 +533,26 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	p, ae := decodeListQuery(r.URL.RawQuery)
+	args, ae := decodeListQuery(r.URL.RawQuery)
 	if ae != nil {
 		s.writeError(w, r, ae)
 		return
 	}
-	res, err := s.store.List(r.Context(), p)
+	res, err := s.store.List(r.Context(), args.Params)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	out := listResponse{Jobs: NewJobs(res.Jobs)}
+	var out listResponse
+	if args.Summary {
+		sums := make([]JobSummary, 0, len(res.Jobs))
+		for _, j := range res.Jobs {
+			sums = append(sums, NewJobSummary(j))
+		}
+		out.Jobs = sums
+	} else {
+		out.Jobs = NewJobs(res.Jobs)
+	}
 	if res.Next != "" {
 		out.NextCursor = &res.Next
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/httpapi"
+	"github.com/readpast/readpast/stores"
 )
 
 // Environment variables serve reads tokens from, comma-separated.
@@ -43,7 +45,7 @@ func (l *stringList) Set(s string) error {
 // waits for requests in flight (up to --shutdown-timeout), and closes the
 // store. It also runs the lease rescuer in the background.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "serve [flags]", stderr)
+	fs := newFlagSet("serve", "serve [flags]", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port)")
 	dbURL := dbFlag(fs)
 	noMigrate := fs.Bool("no-migrate", false, "do not migrate the database at start")
@@ -76,6 +78,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
 		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
 	}
+	if *rescueEvery <= 0 {
+		return usagef("--rescue-interval must be positive (expired leases are rescued that often)")
+	}
+	if *shutdownTimeout <= 0 {
+		return usagef("--shutdown-timeout must be positive")
+	}
 
 	log, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -99,11 +107,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	open := openStore
-	if *noMigrate {
-		open = openStoreNoMigrate
+	url := databaseURL(*dbURL)
+	kind, _, err := stores.Parse(url)
+	if err != nil {
+		return usagef("--database-url: %v", err)
 	}
-	store, err := open(ctx, databaseURL(*dbURL), log)
+	store, err := openForServe(ctx, url, *noMigrate, log)
 	if err != nil {
 		return err
 	}
@@ -112,11 +121,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("close store", slog.Any("error", err))
 		}
 	}()
-	if !*noMigrate {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
 
 	var reg *prometheus.Registry
 	if !*noMetrics {
@@ -165,6 +169,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening",
 		slog.String("addr", ln.Addr().String()),
+		slog.String("store", string(kind)),
+		slog.String("database", stores.Redact(url)),
 		slog.Bool("auth", len(full)+len(read) > 0),
 		slog.Bool("metrics", reg != nil))
 
@@ -187,6 +193,37 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openForServe opens the database serve runs on. It migrates it (creating
+// a SQLite file that does not exist) unless noMigrate; with noMigrate the
+// database must exist and its schema be the one this readpast uses, and
+// serve refuses to start otherwise.
+func openForServe(ctx context.Context, url string, noMigrate bool, log *slog.Logger) (readpast.Store, error) {
+	if noMigrate {
+		st, err := stores.OpenWith(ctx, url, stores.Options{Logger: log, Existing: true})
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: with --no-migrate the database must exist; run 'readpast migrate %s' first",
+				stores.Redact(url), dbArg(url))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		if err := checkSchema(ctx, st, url); err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := stores.OpenWith(ctx, url, stores.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate %s: %w", stores.Redact(url), err)
+	}
+	return st, nil
 }
 
 // newLogger makes the slog logger for --log-format and --log-level.
