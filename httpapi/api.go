@@ -25,8 +25,8 @@ import (
 	"github.com/readpast/readpast"
 )
 
-// DefaultPollInterval is how often a long-polling claim looks again when no
-// wake-up arrives.
+// DefaultPollInterval is how often long-polling claims for one set of
+// queues look again when no wake-up arrives (see Config.PollInterval).
 const DefaultPollInterval = 200 * time.Millisecond
 
 // readyTimeout bounds the store check behind GET /readyz.
@@ -45,7 +45,9 @@ var openAPIDoc []byte
 // Config configures the handler New returns.
 type Config struct {
 	// Store holds the jobs. Required. When it implements readpast.Notifier,
-	// long-polling claims wake as soon as jobs are enqueued.
+	// long-polling claims wake as soon as jobs are enqueued. When it has a
+	// method IsUnavailable(error) bool (both stores do), errors it reports
+	// that way are answered 503 unavailable.
 	Store readpast.Store
 	// Logger receives request and error logs; nil discards them. Tokens
 	// and request bodies are never logged.
@@ -70,8 +72,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
 	MaxBatch int
-	// PollInterval is how often a long-polling claim retries without a
-	// wake-up; 0 means DefaultPollInterval.
+	// PollInterval is how often the claims waiting for one set of queues
+	// look again when no wake-up arrives; 0 means DefaultPollInterval. The
+	// waiting claims share it: however many wait for the same queues, one
+	// of them claims per interval (see the waiters type), and the server
+	// polls at most 16 queue sets per interval.
 	PollInterval time.Duration
 	// Closing, when closed, ends long-polling claims early with no jobs so
 	// that a graceful shutdown need not wait for them. Optional.
@@ -98,7 +103,7 @@ type server struct {
 	csrf     *http.CrossOriginProtection
 	maxBody  int64
 	maxBatch int
-	poll     time.Duration
+	waiters  *waiters
 	closing  <-chan struct{}
 	mux      *http.ServeMux
 	open     map[string]bool
@@ -128,7 +133,6 @@ func newServer(cfg Config) (*server, error) {
 		log:      cfg.Logger,
 		maxBody:  cfg.MaxBodyBytes,
 		maxBatch: cfg.MaxBatch,
-		poll:     cfg.PollInterval,
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
@@ -145,9 +149,11 @@ func newServer(cfg Config) (*server, error) {
 	if s.maxBatch == 0 {
 		s.maxBatch = DefaultMaxBatch
 	}
-	if s.poll == 0 {
-		s.poll = DefaultPollInterval
+	poll := cfg.PollInterval
+	if poll == 0 {
+		poll = DefaultPollInterval
 	}
+	s.waiters = newWaiters(cfg.Store, poll, s.log)
 	for _, t := range cfg.Tokens {
 		if t == "" {
 			return nil, errors.New("httpapi: empty token in Config.Tokens")
@@ -582,41 +588,34 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(stats))
 }
 
-// claim takes jobs, long-polling up to the request's wait_seconds.
-func (s *server) claim(w http.ResponseWriter, r *http.Request) {
-	body, ae := s.readBody(w, r)
+// claim takes jobs, long-polling up to the request's wait_seconds (see
+// waiters).
+func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(rw, r)
 	if ae != nil {
-		s.writeError(w, r, ae)
+		s.writeError(rw, r, ae)
 		return
 	}
 	args, ae := decodeClaim(body)
 	if ae != nil {
-		s.writeError(w, r, ae)
+		s.writeError(rw, r, ae)
 		return
 	}
 	ctx := r.Context()
-	var wake <-chan struct{}
-	var tick <-chan time.Time
+	var w *waiter
 	var deadline <-chan time.Time
+	wait := false // wait for a turn before claiming
 	if args.Wait > 0 {
-		// Subscribe before the first attempt so a job enqueued between the
+		// Join before the first attempt so a job enqueued between the
 		// attempt and the wait still wakes us.
-		subCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		if n, ok := s.store.(readpast.Notifier); ok {
-			ch, err := n.Subscribe(subCtx)
-			if err != nil {
-				s.log.WarnContext(ctx, "claim: subscribe to wake-ups; polling instead", slog.Any("error", err))
-			} else {
-				wake = ch
-			}
-		}
-		ticker := time.NewTicker(s.poll)
-		defer ticker.Stop()
-		tick = ticker.C
+		w = s.waiters.join(ctx, args.Params.Queues)
+		defer s.waiters.leave(w)
 		timer := time.NewTimer(args.Wait)
 		defer timer.Stop()
 		deadline = timer.C
+		// Others waiting for the same queues found nothing a moment ago:
+		// wait with them rather than claim again.
+		wait = !s.waiters.claimFirst(w)
 	}
 	for {
 		// The claim itself outlives the client (claimOnce), so never start
@@ -625,9 +624,19 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return
 		}
+		if wait {
+			wait = false
+			if !s.awaitTurn(rw, r, w, deadline) {
+				return
+			}
+			continue
+		}
 		jobs, err := s.claimOnce(r, args.Params)
+		if w != nil {
+			s.waiters.done(w, len(jobs) > 0)
+		}
 		if err != nil {
-			s.writeStoreError(w, r, err)
+			s.writeStoreError(rw, r, err)
 			return
 		}
 		if len(jobs) > 0 {
@@ -641,29 +650,33 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 				wj.Token = j.Token
 				out.Jobs = append(out.Jobs, wj)
 			}
-			s.writeJSON(w, r, http.StatusOK, out)
+			s.writeJSON(rw, r, http.StatusOK, out)
 			return
 		}
-		if args.Wait == 0 {
+		if w == nil {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !s.awaitTurn(rw, r, w, deadline) {
 			return
-		case <-s.closing:
-			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
-			return
-		case <-deadline:
-			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
-			return
-		case _, ok := <-wake:
-			if !ok {
-				wake = nil
-			}
-		case <-tick:
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+}
+
+// awaitTurn waits until w's turn to claim and reports true; or, when the
+// wait ends, the server shuts down or the client goes away first, answers
+// the claim (with no jobs, unless the client is gone) and reports false.
+func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, deadline <-chan time.Time) bool {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-deadline:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-w.turn:
+		return true
+	}
+	return false
 }
 
 // claimOnce makes one Store.Claim call for r and records its metrics. The
