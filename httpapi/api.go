@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -39,6 +40,9 @@ const releaseTimeout = 5 * time.Second
 // writeContext.
 const writeTimeout = 30 * time.Second
 
+// DefaultWriteTimeout is Config.WriteTimeout's default.
+const DefaultWriteTimeout = time.Minute
+
 //go:embed openapi.json
 var openAPIDoc []byte
 
@@ -72,6 +76,18 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
 	MaxBatch int
+	// MaxResponseBytes is the byte budget of a list or claim response; 0
+	// means DefaultMaxResponseBytes. A list that reaches it returns fewer
+	// jobs than asked and a next_cursor, a claim returns fewer jobs (and
+	// releases, unworked, any it took that did not fit). A response always
+	// holds at least one job, however large.
+	MaxResponseBytes int64
+	// WriteTimeout bounds how long a client may take to read a response
+	// (a long-polling claim's wait is added to it), so that slow readers
+	// cannot hold connections and response memory; 0 means
+	// DefaultWriteTimeout. It applies where the server supports
+	// http.ResponseController write deadlines (net/http's does).
+	WriteTimeout time.Duration
 	// PollInterval is how often the claims waiting for one set of queues
 	// look again when no wake-up arrives; 0 means DefaultPollInterval. The
 	// waiting claims share it: however many wait for the same queues, one
@@ -103,6 +119,8 @@ type server struct {
 	csrf     *http.CrossOriginProtection
 	maxBody  int64
 	maxBatch int
+	maxResp  int
+	writeDL  time.Duration
 	waiters  *waiters
 	closing  <-chan struct{}
 	mux      *http.ServeMux
@@ -125,7 +143,7 @@ func newServer(cfg Config) (*server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 {
 		return nil, errors.New("httpapi: Config limits must not be negative")
 	}
 	s := &server{
@@ -149,6 +167,8 @@ func newServer(cfg Config) (*server, error) {
 	if s.maxBatch == 0 {
 		s.maxBatch = DefaultMaxBatch
 	}
+	s.maxResp = int(min(cmp.Or(cfg.MaxResponseBytes, DefaultMaxResponseBytes), 1<<40))
+	s.writeDL = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	poll := cfg.PollInterval
 	if poll == 0 {
 		poll = DefaultPollInterval
@@ -262,6 +282,9 @@ func (w *captureWriter) Write(b []byte) (int, error) {
 // the rest, routes them and logs them.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Not every ResponseWriter supports deadlines (httptest's recorder
+	// does not); net/http's server does.
+	_ = http.NewResponseController(w).SetWriteDeadline(start.Add(s.writeDL))
 	sw := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)
 	switch ae := s.checkOrigin(r); {
@@ -402,12 +425,17 @@ func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 			Message: "internal error", cause: fmt.Errorf("encode response: %w", err)})
 		return
 	}
+	s.writeBody(w, r, status, append(body, '\n'))
+}
+
+// writeBody writes body, JSON ending in a newline, as the response with
+// status.
+func (s *server) writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	body = append(body, '\n')
 	if _, err := w.Write(body); err != nil {
 		s.log.DebugContext(r.Context(), "write response", slog.Any("error", err))
 	}
@@ -538,31 +566,57 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusCreated, JobsResponse{Jobs: NewJobs(jobs)})
 }
 
+// list serves GET /v1/jobs within the response budget: it asks the store
+// for pages sized by a pager, and when the budget is reached it returns the
+// jobs so far with a next_cursor after the last.
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	args, ae := decodeListQuery(r.URL.RawQuery)
 	if ae != nil {
 		s.writeError(w, r, ae)
 		return
 	}
-	res, err := s.store.List(r.Context(), args.Params)
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	var out listResponse
-	if args.Summary {
-		sums := make([]JobSummary, 0, len(res.Jobs))
-		for _, j := range res.Jobs {
-			sums = append(sums, NewJobSummary(j))
+	pg := newPager(s.maxResp, int(s.maxBody))
+	want, cursor, next := args.Params.Limit, args.Params.Cursor, ""
+	for want > 0 {
+		q := args.Params
+		q.Limit, q.Cursor = pg.next(want), cursor
+		res, err := s.store.List(r.Context(), q)
+		if err != nil {
+			if pg.n == 0 {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			// The next request, from the cursor, reports it.
+			s.log.WarnContext(r.Context(), "list: a later page failed; answering with the jobs so far", slog.Any("error", err))
+			next = cursor
+			break
 		}
-		out.Jobs = sums
-	} else {
-		out.Jobs = NewJobs(res.Jobs)
+		for _, j := range res.Jobs {
+			var v any = NewJob(j)
+			if args.Summary {
+				v = NewJobSummary(j)
+			}
+			added, err := pg.add(j, v)
+			if err != nil {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			if !added {
+				break
+			}
+			cursor = readpast.EncodeCursor(j.ID)
+			want--
+		}
+		next = res.Next
+		if pg.full {
+			next = cursor
+		}
+		if pg.full || res.Next == "" {
+			break
+		}
+		cursor = res.Next
 	}
-	if res.Next != "" {
-		out.NextCursor = &res.Next
-	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	pg.write(s, w, r, true, next)
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
@@ -610,6 +664,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 		// attempt and the wait still wakes us.
 		w = s.waiters.join(ctx, args.Params.Queues)
 		defer s.waiters.leave(w)
+		_ = http.NewResponseController(rw).SetWriteDeadline(time.Now().Add(args.Wait + s.writeDL))
 		timer := time.NewTimer(args.Wait)
 		defer timer.Stop()
 		deadline = timer.C
@@ -631,7 +686,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		jobs, err := s.claimOnce(r, args.Params)
+		pg, jobs, err := s.claimBatch(r, args.Params)
 		if w != nil {
 			s.waiters.done(w, len(jobs) > 0)
 		}
@@ -641,16 +696,10 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 		}
 		if len(jobs) > 0 {
 			if ctx.Err() != nil {
-				s.releaseAbandoned(ctx, jobs)
+				s.releaseJobs(ctx, jobs, "release jobs claimed for a client that went away")
 				return
 			}
-			out := JobsResponse{Jobs: make([]Job, 0, len(jobs))}
-			for _, j := range jobs {
-				wj := NewJob(j)
-				wj.Token = j.Token
-				out.Jobs = append(out.Jobs, wj)
-			}
-			s.writeJSON(rw, r, http.StatusOK, out)
+			pg.write(s, rw, r, false, "")
 			return
 		}
 		if w == nil {
@@ -679,6 +728,50 @@ func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, d
 	return false
 }
 
+// claimBatch claims up to p.Limit jobs for r within the response budget,
+// in store calls sized by a pager, and returns them encoded in the pager.
+// It stops when a call returns fewer jobs than asked or the budget is full;
+// jobs claimed that do not fit are released at once, unworked. It returns
+// an error only when it claimed nothing: a later call's error ends the
+// batch with the jobs claimed so far, which the client must get.
+func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams) (*pager, []*readpast.Job, error) {
+	pg := newPager(s.maxResp, int(s.maxBody))
+	var claimed []*readpast.Job
+	for want := p.Limit; want > 0 && !pg.full; {
+		q := p
+		q.Limit = pg.next(want)
+		jobs, err := s.claimOnce(r, q)
+		if err != nil {
+			if len(claimed) == 0 {
+				return nil, nil, err
+			}
+			s.log.WarnContext(r.Context(), "claim: a later batch failed; answering with the jobs so far", slog.Any("error", err))
+			break
+		}
+		var over []*readpast.Job
+		for i, j := range jobs {
+			wj := NewJob(j)
+			wj.Token = j.Token
+			added, err := pg.add(j, wj)
+			if err != nil {
+				s.releaseJobs(r.Context(), append(claimed, jobs[i:]...), "release claimed jobs that could not be encoded")
+				return nil, nil, err
+			}
+			if added {
+				claimed = append(claimed, j)
+			} else {
+				over = append(over, j)
+			}
+		}
+		s.releaseJobs(r.Context(), over, "release claimed jobs over the response budget")
+		if len(jobs) < q.Limit {
+			break
+		}
+		want -= len(jobs)
+	}
+	return pg, claimed, nil
+}
+
 // claimOnce makes one Store.Claim call for r and records its metrics. The
 // claim runs to its end even if the client disconnects meanwhile (see
 // writeContext): cancelled mid-statement, PostgreSQL may still commit it
@@ -697,16 +790,17 @@ func (s *server) claimOnce(r *http.Request, p readpast.ClaimParams) ([]*readpast
 	return jobs, nil
 }
 
-// releaseAbandoned gives back jobs claimed for a client that disconnected
-// before it could be told, so they run again at once without using an
-// attempt.
-func (s *server) releaseAbandoned(ctx context.Context, jobs []*readpast.Job) {
+// releaseJobs gives back claimed jobs no client will work on (why says
+// which), so they run again at once without using an attempt.
+func (s *server) releaseJobs(ctx context.Context, jobs []*readpast.Job, why string) {
+	if len(jobs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for _, j := range jobs {
 		if err := s.store.Release(ctx, j.ID, j.Token); err != nil {
-			s.log.WarnContext(ctx, "release job claimed for a client that went away",
-				slog.Int64("job", j.ID), slog.Any("error", err))
+			s.log.WarnContext(ctx, why, slog.Int64("job", j.ID), slog.Any("error", err))
 		}
 	}
 }

@@ -58,6 +58,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
 	maxBatch := fs.Int("max-batch", httpapi.DefaultMaxBatch, "most jobs in one batch enqueue")
+	maxResponse := fs.Int64("max-response-bytes", httpapi.DefaultMaxResponseBytes,
+		"byte budget of a list or claim response: fewer jobs (and a cursor) beyond it")
+	writeTimeout := fs.Duration("write-timeout", httpapi.DefaultWriteTimeout,
+		"how long a client may take to read a response (a long poll's wait is added)")
 	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
 	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
@@ -72,8 +76,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if *maxBody < 1 || *maxBatch < 1 {
-		return usagef("--max-body-bytes and --max-batch must be positive")
+	if *maxBody < 1 || *maxBatch < 1 || *maxResponse < 1 {
+		return usagef("--max-body-bytes, --max-batch and --max-response-bytes must be positive")
+	}
+	if *writeTimeout <= 0 {
+		return usagef("--write-timeout must be positive")
 	}
 	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
 		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
@@ -129,15 +136,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	closing := make(chan struct{})
 	handler, err := httpapi.New(httpapi.Config{
-		Store:        store,
-		Logger:       log,
-		Registry:     reg,
-		Tokens:       full,
-		ReadTokens:   read,
-		AllowedHosts: hosts,
-		MaxBodyBytes: *maxBody,
-		MaxBatch:     *maxBatch,
-		Closing:      closing,
+		Store:            store,
+		Logger:           log,
+		Registry:         reg,
+		Tokens:           full,
+		ReadTokens:       read,
+		AllowedHosts:     hosts,
+		MaxBodyBytes:     *maxBody,
+		MaxBatch:         *maxBatch,
+		MaxResponseBytes: *maxResponse,
+		WriteTimeout:     *writeTimeout,
+		Closing:          closing,
 	})
 	if err != nil {
 		return err
