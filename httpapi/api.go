@@ -59,6 +59,13 @@ type Config struct {
 	// Registry receives the Prometheus metrics and is served at
 	// GET /metrics; nil means no metrics and no /metrics route.
 	Registry *prometheus.Registry
+	// MetricsMaxQueues and MetricsMaxKinds bound the queue and kind labels
+	// of the job counters: the first ones seen keep their name, the rest
+	// are counted under "_other" (OtherLabel). The queue depth gauge keeps
+	// the MetricsMaxQueues busiest queues. 0 means DefaultMetricsMaxQueues
+	// and DefaultMetricsMaxKinds.
+	MetricsMaxQueues int
+	MetricsMaxKinds  int
 	// Tokens are bearer tokens with full access.
 	Tokens []string
 	// ReadTokens are bearer tokens that may only GET. When both Tokens and
@@ -143,7 +150,8 @@ func newServer(cfg Config) (*server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 ||
+		cfg.MetricsMaxQueues < 0 || cfg.MetricsMaxKinds < 0 {
 		return nil, errors.New("httpapi: Config limits must not be negative")
 	}
 	s := &server{
@@ -195,7 +203,8 @@ func newServer(cfg Config) (*server, error) {
 		s.hosts[name] = true
 	}
 	if cfg.Registry != nil {
-		m, err := newMetrics(cfg.Registry, cfg.Store, s.log)
+		m, err := newMetrics(cfg.Registry, cfg.Store, s.log,
+			cmp.Or(cfg.MetricsMaxQueues, DefaultMetricsMaxQueues), cmp.Or(cfg.MetricsMaxKinds, DefaultMetricsMaxKinds))
 		if err != nil {
 			return nil, err
 		}

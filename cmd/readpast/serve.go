@@ -63,6 +63,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	writeTimeout := fs.Duration("write-timeout", httpapi.DefaultWriteTimeout,
 		"how long a client may take to read a response (a long poll's wait is added)")
 	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
+	metricsQueues := fs.Int("metrics-max-queues", httpapi.DefaultMetricsMaxQueues,
+		"queues with series of their own in /metrics; the rest are summed under queue=\"_other\"")
+	metricsKinds := fs.Int("metrics-max-kinds", httpapi.DefaultMetricsMaxKinds,
+		"kinds with series of their own in /metrics; the rest are counted under kind=\"_other\"")
 	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
 	var keep readpast.Retention
@@ -81,6 +85,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *writeTimeout <= 0 {
 		return usagef("--write-timeout must be positive")
+	}
+	if *metricsQueues < 1 || *metricsKinds < 1 {
+		return usagef("--metrics-max-queues and --metrics-max-kinds must be positive")
 	}
 	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
 		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
@@ -146,6 +153,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxBatch:         *maxBatch,
 		MaxResponseBytes: *maxResponse,
 		WriteTimeout:     *writeTimeout,
+		MetricsMaxQueues: *metricsQueues,
+		MetricsMaxKinds:  *metricsKinds,
 		Closing:          closing,
 	})
 	if err != nil {
