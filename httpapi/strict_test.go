@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +31,18 @@ func TestNoLooseInput(t *testing.T) {
 	}
 	if jobs := e.claim(`{"worker":"w","queues":null}`); len(jobs) != 1 {
 		t.Errorf(`"queues":null claimed %d jobs, want 1 (from default)`, len(jobs))
+	}
+}
+
+// TestStaleTokenMessage: a token that was never issued is not described
+// as a lease that expired and was rescued.
+func TestStaleTokenMessage(t *testing.T) {
+	e := newEnv(t, nil)
+	j := e.enqueue(`{"kind":"a"}`)
+	e.claim(`{"worker":"w"}`)
+	status, b := e.do("POST", "/v1/jobs/"+itoa(j.ID)+"/complete", `{"token":"0123456789abcdef0123456789abcdef"}`)
+	checkError(t, "complete with a token never issued", status, b, http.StatusConflict, CodeStaleToken, "")
+	if msg := string(b); strings.Contains(msg, "rescued") || !strings.Contains(msg, "not this job's current claim") {
+		t.Errorf("stale token message: %s", msg)
 	}
 }
