@@ -17,8 +17,17 @@ var (
 	ErrInvalidState = errors.New("readpast: job is not in a state that allows this")
 	// ErrSchemaTooNew: the database was migrated by a newer readpast.
 	ErrSchemaTooNew = errors.New("readpast: database schema is newer than this version")
+	// ErrSchemaTooOld: the database lacks migrations this readpast needs
+	// (it was never migrated, or by an older readpast); run Migrate.
+	ErrSchemaTooOld = errors.New("readpast: database schema is older than this version")
 	// ErrInvalid: a parameter is out of range; the error is a *FieldError.
 	ErrInvalid = errors.New("readpast: invalid parameter")
+	// ErrUnavailable: the database could not be reached or did not answer
+	// in time (connection refused or lost, a timeout, a server shutting
+	// down, a file that cannot be opened or stays locked). Trying again
+	// later may work. A write that failed this way after it was sent may
+	// or may not have been applied.
+	ErrUnavailable = errors.New("readpast: database unavailable")
 )
 
 // FieldError names the parameter that made a request invalid.

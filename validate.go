@@ -32,8 +32,8 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	}
 	if len(p.Payload) == 0 {
 		p.Payload = json.RawMessage("{}")
-	} else if !json.Valid(p.Payload) {
-		return p, invalid("payload", "not valid JSON")
+	} else if err := checkJSON("payload", p.Payload); err != nil {
+		return p, err
 	}
 	if p.Priority < MinPriority || p.Priority > MaxPriority {
 		return p, invalid("priority", "must be between %d and %d", MinPriority, MaxPriority)
@@ -175,35 +175,190 @@ func cleanText(s string, max int) string {
 }
 
 // CheckResult reports whether a job result can be stored by every store:
-// valid JSON without the \u0000 escape, which PostgreSQL's jsonb rejects.
+// the same rules as a payload's (see CheckJSON), for field "result". An
+// empty result is fine.
 func CheckResult(r json.RawMessage) error {
 	if len(r) == 0 {
 		return nil
 	}
-	if !json.Valid(r) {
-		return invalid("result", "not valid JSON")
+	return checkJSON("result", r)
+}
+
+// CheckJSON reports whether b is a JSON value every store keeps as it is:
+// valid JSON in valid UTF-8, with no \u0000 escape and no unpaired UTF-16
+// surrogate escape (\ud800 alone), which PostgreSQL's jsonb rejects, and
+// with numbers jsonb can hold (at most 131072 digits before the decimal
+// point and 16383 after). Numbers with large exponents are written out in
+// full by PostgreSQL (1e300 becomes 301 digits), so the digits they would
+// grow by, over the whole value, must stay under MaxNumberGrowth. The error
+// is a *FieldError for field.
+func CheckJSON(field string, b []byte) error {
+	return checkJSON(field, b)
+}
+
+// MaxNumberGrowth bounds how many bytes a JSON value may grow by when
+// PostgreSQL writes its numbers out in full (see CheckJSON).
+const MaxNumberGrowth = 1 << 20
+
+// Limits of PostgreSQL's numeric type, which jsonb stores numbers in.
+const (
+	pgMaxDigitWeight = 131071 // the leading digit's power of ten
+	pgMaxScale       = 16383  // digits after the decimal point
+)
+
+func checkJSON(field string, b []byte) error {
+	if !json.Valid(b) {
+		return invalid(field, "not valid JSON")
 	}
-	if hasNULEscape(r) {
-		return invalid("result", `contains \u0000, which cannot be stored`)
+	if !utf8.Valid(b) {
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return invalid(field, "not valid UTF-8 (byte %d)", i)
+	}
+	growth := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			end, err := checkString(field, b, i+1)
+			if err != nil {
+				return err
+			}
+			i = end
+		case c == '-' || ('0' <= c && c <= '9'):
+			end, grow, err := checkNumber(field, b, i)
+			if err != nil {
+				return err
+			}
+			if growth += grow; growth > MaxNumberGrowth {
+				return invalid(field, "numbers with large exponents (such as 1e300) would be written out with more than %d extra digits; send them as strings", MaxNumberGrowth)
+			}
+			i = end - 1
+		}
 	}
 	return nil
 }
 
-// hasNULEscape reports whether valid JSON r holds the escape \u0000. In
-// valid JSON a backslash only starts an escape, so reading escapes left to
-// right tells "\u0000" (a NUL) from "\\u0000" (a backslash, then text).
-func hasNULEscape(r []byte) bool {
-	if !bytes.Contains(r, []byte(`\u0000`)) {
-		return false
-	}
-	for i := 0; i < len(r); i++ {
-		if r[i] != '\\' {
-			continue
+// checkString checks the escapes of the string that starts at b[i] (after
+// its opening quote) in valid JSON, and returns the index of its closing
+// quote.
+func checkString(field string, b []byte, i int) (int, error) {
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			return i, nil
+		case '\\':
+			i++
+			if b[i] != 'u' {
+				continue
+			}
+			r := hex4(b[i+1 : i+5])
+			i += 4
+			switch {
+			case r == 0:
+				return 0, invalid(field, `contains \u0000, which PostgreSQL cannot store`)
+			case 0xDC00 <= r && r <= 0xDFFF:
+				return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
+			case 0xD800 <= r && r <= 0xDBFF:
+				if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+					return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
+				}
+				if lo := hex4(b[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+					return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
+				}
+				i += 6
+			}
 		}
-		if bytes.HasPrefix(r[i+1:], []byte("u0000")) {
-			return true
-		}
-		i++ // skip the escaped character
 	}
-	return false
+	return i, nil
+}
+
+// hex4 decodes the four hex digits of a \u escape (valid JSON).
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r <<= 4
+		switch {
+		case '0' <= c && c <= '9':
+			r |= rune(c - '0')
+		case 'a' <= c && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		default:
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+// checkNumber checks the number that starts at b[i] in valid JSON against
+// PostgreSQL's numeric range. It returns the index just past the number
+// and how many bytes longer the number is when written out in full.
+func checkNumber(field string, b []byte, i int) (end, growth int, err error) {
+	start := i
+	if b[i] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	intDigits := b[intStart:i]
+	var fracDigits []byte
+	if i < len(b) && b[i] == '.' {
+		i++
+		fs := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		fracDigits = b[fs:i]
+	}
+	exp := 0
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		neg := false
+		if b[i] == '+' || b[i] == '-' {
+			neg = b[i] == '-'
+			i++
+		}
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+			if exp < 1<<30 { // far beyond any limit below; no overflow
+				exp = exp*10 + int(b[i]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	end = i
+	outOfRange := invalid(field, "number %.40s is out of the range PostgreSQL can store", b[start:end])
+	scale := max(len(fracDigits)-exp, 0)
+	if scale > pgMaxScale {
+		return 0, 0, outOfRange
+	}
+	// The power of ten of the leading non-zero digit, if any.
+	weight, nonZero := 0, false
+	if t := bytes.TrimLeft(intDigits, "0"); len(t) > 0 {
+		weight, nonZero = len(t)-1+exp, true
+	} else if k := bytes.IndexFunc(fracDigits, func(r rune) bool { return r != '0' }); k >= 0 {
+		weight, nonZero = -k-1+exp, true
+	}
+	if nonZero && weight > pgMaxDigitWeight {
+		return 0, 0, outOfRange
+	}
+	full := 1 // the integer part, at least "0"
+	if nonZero && weight >= 0 {
+		full = weight + 1
+	}
+	if scale > 0 {
+		full += 1 + scale
+	}
+	if b[start] == '-' {
+		full++
+	}
+	return end, max(full-(end-start), 0), nil
 }

@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -25,8 +26,8 @@ import (
 	"github.com/readpast/readpast"
 )
 
-// DefaultPollInterval is how often a long-polling claim looks again when no
-// wake-up arrives.
+// DefaultPollInterval is how often long-polling claims for one set of
+// queues look again when no wake-up arrives (see Config.PollInterval).
 const DefaultPollInterval = 200 * time.Millisecond
 
 // readyTimeout bounds the store check behind GET /readyz.
@@ -39,13 +40,18 @@ const releaseTimeout = 5 * time.Second
 // writeContext.
 const writeTimeout = 30 * time.Second
 
+// DefaultWriteTimeout is Config.WriteTimeout's default.
+const DefaultWriteTimeout = time.Minute
+
 //go:embed openapi.json
 var openAPIDoc []byte
 
 // Config configures the handler New returns.
 type Config struct {
 	// Store holds the jobs. Required. When it implements readpast.Notifier,
-	// long-polling claims wake as soon as jobs are enqueued.
+	// long-polling claims wake as soon as jobs are enqueued. When it has a
+	// method IsUnavailable(error) bool (both stores do), errors it reports
+	// that way are answered 503 unavailable.
 	Store readpast.Store
 	// Logger receives request and error logs; nil discards them. Tokens
 	// and request bodies are never logged.
@@ -53,6 +59,13 @@ type Config struct {
 	// Registry receives the Prometheus metrics and is served at
 	// GET /metrics; nil means no metrics and no /metrics route.
 	Registry *prometheus.Registry
+	// MetricsMaxQueues and MetricsMaxKinds bound the queue and kind labels
+	// of the job counters: the first ones seen keep their name, the rest
+	// are counted under "_other" (OtherLabel). The queue depth gauge keeps
+	// the MetricsMaxQueues busiest queues. 0 means DefaultMetricsMaxQueues
+	// and DefaultMetricsMaxKinds.
+	MetricsMaxQueues int
+	MetricsMaxKinds  int
 	// Tokens are bearer tokens with full access.
 	Tokens []string
 	// ReadTokens are bearer tokens that may only GET. When both Tokens and
@@ -70,8 +83,23 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
 	MaxBatch int
-	// PollInterval is how often a long-polling claim retries without a
-	// wake-up; 0 means DefaultPollInterval.
+	// MaxResponseBytes is the byte budget of a list or claim response; 0
+	// means DefaultMaxResponseBytes. A list that reaches it returns fewer
+	// jobs than asked and a next_cursor, a claim returns fewer jobs (and
+	// releases, unworked, any it took that did not fit). A response always
+	// holds at least one job, however large.
+	MaxResponseBytes int64
+	// WriteTimeout bounds how long a client may take to read a response
+	// (a long-polling claim's wait is added to it), so that slow readers
+	// cannot hold connections and response memory; 0 means
+	// DefaultWriteTimeout. It applies where the server supports
+	// http.ResponseController write deadlines (net/http's does).
+	WriteTimeout time.Duration
+	// PollInterval is how often the claims waiting for one set of queues
+	// look again when no wake-up arrives; 0 means DefaultPollInterval. The
+	// waiting claims share it: however many wait for the same queues, one
+	// of them claims per interval (see the waiters type), and the server
+	// polls at most 16 queue sets per interval.
 	PollInterval time.Duration
 	// Closing, when closed, ends long-polling claims early with no jobs so
 	// that a graceful shutdown need not wait for them. Optional.
@@ -98,7 +126,9 @@ type server struct {
 	csrf     *http.CrossOriginProtection
 	maxBody  int64
 	maxBatch int
-	poll     time.Duration
+	maxResp  int
+	writeDL  time.Duration
+	waiters  *waiters
 	closing  <-chan struct{}
 	mux      *http.ServeMux
 	open     map[string]bool
@@ -120,7 +150,8 @@ func newServer(cfg Config) (*server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 {
+	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 ||
+		cfg.MetricsMaxQueues < 0 || cfg.MetricsMaxKinds < 0 {
 		return nil, errors.New("httpapi: Config limits must not be negative")
 	}
 	s := &server{
@@ -128,7 +159,6 @@ func newServer(cfg Config) (*server, error) {
 		log:      cfg.Logger,
 		maxBody:  cfg.MaxBodyBytes,
 		maxBatch: cfg.MaxBatch,
-		poll:     cfg.PollInterval,
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
@@ -145,9 +175,13 @@ func newServer(cfg Config) (*server, error) {
 	if s.maxBatch == 0 {
 		s.maxBatch = DefaultMaxBatch
 	}
-	if s.poll == 0 {
-		s.poll = DefaultPollInterval
+	s.maxResp = int(min(cmp.Or(cfg.MaxResponseBytes, DefaultMaxResponseBytes), 1<<40))
+	s.writeDL = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
+	poll := cfg.PollInterval
+	if poll == 0 {
+		poll = DefaultPollInterval
 	}
+	s.waiters = newWaiters(cfg.Store, poll, s.log)
 	for _, t := range cfg.Tokens {
 		if t == "" {
 			return nil, errors.New("httpapi: empty token in Config.Tokens")
@@ -169,7 +203,8 @@ func newServer(cfg Config) (*server, error) {
 		s.hosts[name] = true
 	}
 	if cfg.Registry != nil {
-		m, err := newMetrics(cfg.Registry, cfg.Store, s.log)
+		m, err := newMetrics(cfg.Registry, cfg.Store, s.log,
+			cmp.Or(cfg.MetricsMaxQueues, DefaultMetricsMaxQueues), cmp.Or(cfg.MetricsMaxKinds, DefaultMetricsMaxKinds))
 		if err != nil {
 			return nil, err
 		}
@@ -256,6 +291,9 @@ func (w *captureWriter) Write(b []byte) (int, error) {
 // the rest, routes them and logs them.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	// Not every ResponseWriter supports deadlines (httptest's recorder
+	// does not); net/http's server does.
+	_ = http.NewResponseController(w).SetWriteDeadline(start.Add(s.writeDL))
 	sw := &statusWriter{ResponseWriter: w}
 	h, pattern := s.mux.Handler(r)
 	switch ae := s.checkOrigin(r); {
@@ -396,12 +434,17 @@ func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 			Message: "internal error", cause: fmt.Errorf("encode response: %w", err)})
 		return
 	}
+	s.writeBody(w, r, status, append(body, '\n'))
+}
+
+// writeBody writes body, JSON ending in a newline, as the response with
+// status.
+func (s *server) writeBody(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	body = append(body, '\n')
 	if _, err := w.Write(body); err != nil {
 		s.log.DebugContext(r.Context(), "write response", slog.Any("error", err))
 	}
@@ -418,6 +461,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, ae *apiError
 	}
 	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: ae.Message, Field: ae.Field}})
 	h := w.Header()
+	if ae.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", retryAfterSeconds)
+	}
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -432,7 +478,7 @@ func (s *server) writeStoreError(w http.ResponseWriter, r *http.Request, err err
 		s.log.DebugContext(r.Context(), "client went away", slog.String("path", r.URL.Path), slog.Any("error", err))
 		return
 	}
-	s.writeError(w, r, storeError(err))
+	s.writeError(w, r, s.storeError(err))
 }
 
 // readBody reads the request body up to the configured limit.
@@ -467,7 +513,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if _, err := s.store.Get(ctx, 1); err != nil && !errors.Is(err, readpast.ErrNotFound) {
 		s.log.WarnContext(ctx, "readiness check failed", slog.Any("error", err))
 		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "store is not reachable"})
+			Message: "the database is unavailable"})
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
@@ -529,22 +575,57 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusCreated, JobsResponse{Jobs: NewJobs(jobs)})
 }
 
+// list serves GET /v1/jobs within the response budget: it asks the store
+// for pages sized by a pager, and when the budget is reached it returns the
+// jobs so far with a next_cursor after the last.
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	p, ae := decodeListQuery(r.URL.RawQuery)
+	args, ae := decodeListQuery(r.URL.RawQuery)
 	if ae != nil {
 		s.writeError(w, r, ae)
 		return
 	}
-	res, err := s.store.List(r.Context(), p)
-	if err != nil {
-		s.writeStoreError(w, r, err)
-		return
+	pg := newPager(s.maxResp, int(s.maxBody))
+	want, cursor, next := args.Params.Limit, args.Params.Cursor, ""
+	for want > 0 {
+		q := args.Params
+		q.Limit, q.Cursor = pg.next(want), cursor
+		res, err := s.store.List(r.Context(), q)
+		if err != nil {
+			if pg.n == 0 {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			// The next request, from the cursor, reports it.
+			s.log.WarnContext(r.Context(), "list: a later page failed; answering with the jobs so far", slog.Any("error", err))
+			next = cursor
+			break
+		}
+		for _, j := range res.Jobs {
+			var v any = NewJob(j)
+			if args.Summary {
+				v = NewJobSummary(j)
+			}
+			added, err := pg.add(j, v)
+			if err != nil {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			if !added {
+				break
+			}
+			cursor = readpast.EncodeCursor(j.ID)
+			want--
+		}
+		next = res.Next
+		if pg.full {
+			next = cursor
+		}
+		if pg.full || res.Next == "" {
+			break
+		}
+		cursor = res.Next
 	}
-	out := listResponse{Jobs: NewJobs(res.Jobs)}
-	if res.Next != "" {
-		out.NextCursor = &res.Next
-	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	pg.write(s, w, r, true, next)
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {
@@ -570,41 +651,35 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(stats))
 }
 
-// claim takes jobs, long-polling up to the request's wait_seconds.
-func (s *server) claim(w http.ResponseWriter, r *http.Request) {
-	body, ae := s.readBody(w, r)
+// claim takes jobs, long-polling up to the request's wait_seconds (see
+// waiters).
+func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(rw, r)
 	if ae != nil {
-		s.writeError(w, r, ae)
+		s.writeError(rw, r, ae)
 		return
 	}
 	args, ae := decodeClaim(body)
 	if ae != nil {
-		s.writeError(w, r, ae)
+		s.writeError(rw, r, ae)
 		return
 	}
 	ctx := r.Context()
-	var wake <-chan struct{}
-	var tick <-chan time.Time
+	var w *waiter
 	var deadline <-chan time.Time
+	wait := false // wait for a turn before claiming
 	if args.Wait > 0 {
-		// Subscribe before the first attempt so a job enqueued between the
+		// Join before the first attempt so a job enqueued between the
 		// attempt and the wait still wakes us.
-		subCtx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		if n, ok := s.store.(readpast.Notifier); ok {
-			ch, err := n.Subscribe(subCtx)
-			if err != nil {
-				s.log.WarnContext(ctx, "claim: subscribe to wake-ups; polling instead", slog.Any("error", err))
-			} else {
-				wake = ch
-			}
-		}
-		ticker := time.NewTicker(s.poll)
-		defer ticker.Stop()
-		tick = ticker.C
+		w = s.waiters.join(ctx, args.Params.Queues)
+		defer s.waiters.leave(w)
+		_ = http.NewResponseController(rw).SetWriteDeadline(time.Now().Add(args.Wait + s.writeDL))
 		timer := time.NewTimer(args.Wait)
 		defer timer.Stop()
 		deadline = timer.C
+		// Others waiting for the same queues found nothing a moment ago:
+		// wait with them rather than claim again.
+		wait = !s.waiters.claimFirst(w)
 	}
 	for {
 		// The claim itself outlives the client (claimOnce), so never start
@@ -613,45 +688,97 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return
 		}
-		jobs, err := s.claimOnce(r, args.Params)
+		if wait {
+			wait = false
+			if !s.awaitTurn(rw, r, w, deadline) {
+				return
+			}
+			continue
+		}
+		pg, jobs, err := s.claimBatch(r, args.Params)
+		if w != nil {
+			s.waiters.done(w, len(jobs) > 0)
+		}
 		if err != nil {
-			s.writeStoreError(w, r, err)
+			s.writeStoreError(rw, r, err)
 			return
 		}
 		if len(jobs) > 0 {
 			if ctx.Err() != nil {
-				s.releaseAbandoned(ctx, jobs)
+				s.releaseJobs(ctx, jobs, "release jobs claimed for a client that went away")
 				return
 			}
-			out := JobsResponse{Jobs: make([]Job, 0, len(jobs))}
-			for _, j := range jobs {
-				wj := NewJob(j)
-				wj.Token = j.Token
-				out.Jobs = append(out.Jobs, wj)
-			}
-			s.writeJSON(w, r, http.StatusOK, out)
+			pg.write(s, rw, r, false, "")
 			return
 		}
-		if args.Wait == 0 {
+		if w == nil {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !s.awaitTurn(rw, r, w, deadline) {
 			return
-		case <-s.closing:
-			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
-			return
-		case <-deadline:
-			s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
-			return
-		case _, ok := <-wake:
-			if !ok {
-				wake = nil
-			}
-		case <-tick:
 		}
 	}
-	s.writeJSON(w, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+}
+
+// awaitTurn waits until w's turn to claim and reports true; or, when the
+// wait ends, the server shuts down or the client goes away first, answers
+// the claim (with no jobs, unless the client is gone) and reports false.
+func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, deadline <-chan time.Time) bool {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-deadline:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-w.turn:
+		return true
+	}
+	return false
+}
+
+// claimBatch claims up to p.Limit jobs for r within the response budget,
+// in store calls sized by a pager, and returns them encoded in the pager.
+// It stops when a call returns fewer jobs than asked or the budget is full;
+// jobs claimed that do not fit are released at once, unworked. It returns
+// an error only when it claimed nothing: a later call's error ends the
+// batch with the jobs claimed so far, which the client must get.
+func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams) (*pager, []*readpast.Job, error) {
+	pg := newPager(s.maxResp, int(s.maxBody))
+	var claimed []*readpast.Job
+	for want := p.Limit; want > 0 && !pg.full; {
+		q := p
+		q.Limit = pg.next(want)
+		jobs, err := s.claimOnce(r, q)
+		if err != nil {
+			if len(claimed) == 0 {
+				return nil, nil, err
+			}
+			s.log.WarnContext(r.Context(), "claim: a later batch failed; answering with the jobs so far", slog.Any("error", err))
+			break
+		}
+		var over []*readpast.Job
+		for i, j := range jobs {
+			wj := NewJob(j)
+			wj.Token = j.Token
+			added, err := pg.add(j, wj)
+			if err != nil {
+				s.releaseJobs(r.Context(), append(claimed, jobs[i:]...), "release claimed jobs that could not be encoded")
+				return nil, nil, err
+			}
+			if added {
+				claimed = append(claimed, j)
+			} else {
+				over = append(over, j)
+			}
+		}
+		s.releaseJobs(r.Context(), over, "release claimed jobs over the response budget")
+		if len(jobs) < q.Limit {
+			break
+		}
+		want -= len(jobs)
+	}
+	return pg, claimed, nil
 }
 
 // claimOnce makes one Store.Claim call for r and records its metrics. The
@@ -672,16 +799,17 @@ func (s *server) claimOnce(r *http.Request, p readpast.ClaimParams) ([]*readpast
 	return jobs, nil
 }
 
-// releaseAbandoned gives back jobs claimed for a client that disconnected
-// before it could be told, so they run again at once without using an
-// attempt.
-func (s *server) releaseAbandoned(ctx context.Context, jobs []*readpast.Job) {
+// releaseJobs gives back claimed jobs no client will work on (why says
+// which), so they run again at once without using an attempt.
+func (s *server) releaseJobs(ctx context.Context, jobs []*readpast.Job, why string) {
+	if len(jobs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	for _, j := range jobs {
 		if err := s.store.Release(ctx, j.ID, j.Token); err != nil {
-			s.log.WarnContext(ctx, "release job claimed for a client that went away",
-				slog.Int64("job", j.ID), slog.Any("error", err))
+			s.log.WarnContext(ctx, why, slog.Int64("job", j.ID), slog.Any("error", err))
 		}
 	}
 }

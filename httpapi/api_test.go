@@ -704,7 +704,8 @@ func TestAuthOffWithoutTokens(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	e := newEnv(t, nil)
+	// A budget of 16 bodies: the claim of 2 is one store call.
+	e := newEnv(t, func(c *Config) { c.MaxResponseBytes = 16 * DefaultMaxBodyBytes })
 	e.enqueue(`{"kind":"mk","queue":"mq"}`)
 	e.must("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"mk","queue":"mq"},{"kind":"other"}]}`, 201, nil)
 	c := e.claim(`{"worker":"w","queues":["mq"],"limit":2}`)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -387,6 +388,9 @@ func decodeClaim(body []byte) (claimArgs, *apiError) {
 	if len(req.Queues) > MaxClaimQueues {
 		return claimArgs{}, fieldError("queues", "names at most %d queues", MaxClaimQueues)
 	}
+	if req.Queues != nil && len(req.Queues) == 0 {
+		return claimArgs{}, fieldError("queues", `names no queue; leave it out to claim from "default"`)
+	}
 	p := readpast.ClaimParams{Worker: req.Worker, Queues: req.Queues}
 	if req.Limit != nil {
 		if *req.Limit == 0 {
@@ -435,6 +439,13 @@ func decodeComplete(body []byte) (CompleteRequest, *apiError) {
 			return req, fieldError("result", "not valid JSON")
 		}
 		req.Result = buf.Bytes()
+		if err := readpast.CheckResult(req.Result); err != nil {
+			var fe *readpast.FieldError
+			if errors.As(err, &fe) {
+				return req, fromFieldError(fe, nil)
+			}
+			return req, fieldError("result", "%v", err)
+		}
 	}
 	return req, nil
 }
@@ -501,26 +512,48 @@ func decodeEmpty(body []byte) *apiError {
 }
 
 // listQueryParams are the query parameters GET /v1/jobs understands.
-var listQueryParams = []string{"queue", "state", "kind", "group", "limit", "cursor"}
+var listQueryParams = []string{"queue", "state", "kind", "group", "limit", "cursor", "summary"}
+
+// listArgs is a decoded list query.
+type listArgs struct {
+	Params readpast.ListParams
+	// Summary lists jobs without payload, result and errors.
+	Summary bool
+}
 
 // decodeListQuery decodes the query of GET /v1/jobs.
-func decodeListQuery(rawQuery string) (readpast.ListParams, *apiError) {
+func decodeListQuery(rawQuery string) (listArgs, *apiError) {
+	p, ae := decodeListFilter(rawQuery)
+	if ae != nil {
+		return listArgs{}, ae
+	}
+	q, _ := url.ParseQuery(rawQuery) // decodeListFilter parsed it
+	var summary bool
+	switch q.Get("summary") {
+	case "", "false":
+	case "true":
+		summary = true
+	default:
+		return listArgs{}, fieldError("summary", "must be true or false")
+	}
+	return listArgs{Params: p, Summary: summary}, nil
+}
+
+// decodeListFilter decodes the filter and paging parameters of GET /v1/jobs.
+func decodeListFilter(rawQuery string) (readpast.ListParams, *apiError) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return readpast.ListParams{}, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: "malformed query string"}
 	}
 	for k, vs := range q {
-		known := false
-		for _, name := range listQueryParams {
-			if k == name {
-				known = true
-			}
-		}
-		if !known {
+		if !slices.Contains(listQueryParams, k) {
 			return readpast.ListParams{}, fieldError(k, "unknown query parameter")
 		}
 		if len(vs) > 1 {
 			return readpast.ListParams{}, fieldError(k, "given more than once")
+		}
+		if vs[0] == "" {
+			return readpast.ListParams{}, fieldError(k, "is empty; leave the parameter out to not filter by it")
 		}
 	}
 	p := readpast.ListParams{
@@ -536,11 +569,16 @@ func decodeListQuery(rawQuery string) (readpast.ListParams, *apiError) {
 		}
 	}
 	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
+		n, ok := ParseID(s)
+		if !ok || n > 1000 {
 			return readpast.ListParams{}, fieldError("limit", "must be between 1 and 1000")
 		}
-		p.Limit = n
+		p.Limit = int(n)
+	}
+	if p.Cursor != "" {
+		if _, ok := ParseID(p.Cursor); !ok {
+			return readpast.ListParams{}, fieldError("cursor", "malformed cursor")
+		}
 	}
 	p, err = p.Normalize()
 	if err != nil {
@@ -555,9 +593,19 @@ func decodeListQuery(rawQuery string) (readpast.ListParams, *apiError) {
 
 // parseID parses a job id from the path.
 func parseID(s string) (int64, *apiError) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 1 {
-		return 0, fieldError("id", "must be a positive integer")
+	id, ok := ParseID(s)
+	if !ok {
+		return 0, fieldError("id", "must be a positive integer without sign or leading zeros")
 	}
 	return id, nil
+}
+
+// ParseID parses a job id as the API writes them: decimal digits, no
+// sign, no leading zeros, at least 1. "+1", "01" and " 1" are not ids.
+func ParseID(s string) (int64, bool) {
+	if s == "" || s[0] == '0' || strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 
 	"github.com/readpast/readpast"
@@ -90,8 +92,11 @@ func fromFieldError(fe *readpast.FieldError, rename func(string) string) *apiErr
 	}
 }
 
+// retryAfterSeconds is the Retry-After of a 503 response.
+const retryAfterSeconds = "2"
+
 // storeError maps an error from the store to its response.
-func storeError(err error) *apiError {
+func (s *server) storeError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
@@ -104,14 +109,38 @@ func storeError(err error) *apiError {
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "job not found"}
 	case errors.Is(err, readpast.ErrStaleToken):
 		return &apiError{Status: http.StatusConflict, Code: CodeStaleToken,
-			Message: "claim token is not current: the lease expired and the job was rescued or re-claimed, or it already finished"}
+			Message: "the token is not this job's current claim: the job is not running under it (the token is wrong, or the claim ended: lease expired, job cancelled or finished); nothing changed"}
 	case errors.Is(err, readpast.ErrInvalidState):
 		return &apiError{Status: http.StatusConflict, Code: CodeInvalidState,
 			Message: "the job's state does not allow this operation"}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case s.unavailable(err):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-			Message: "request cancelled or timed out", cause: err}
+			Message: "the database is unavailable; try again later", cause: err}
+	case errors.Is(err, context.Canceled):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the request was cancelled; try again", cause: err}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Code: CodeInternal,
 		Message: "internal error", cause: err}
+}
+
+// unavailabilityReporter is implemented by stores that can tell their
+// "cannot reach the database" errors apart (postgres.Store and
+// sqlite.Store do).
+type unavailabilityReporter interface {
+	IsUnavailable(err error) bool
+}
+
+// unavailable reports whether err means the database could not be reached
+// or did not answer in time: readpast.ErrUnavailable, what the store
+// reports through IsUnavailable, a timeout, or a network error.
+func (s *server) unavailable(err error) bool {
+	if errors.Is(err, readpast.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if u, ok := s.store.(unavailabilityReporter); ok && u.IsUnavailable(err) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
 }

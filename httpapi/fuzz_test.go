@@ -228,13 +228,15 @@ func FuzzDecodeListQuery(f *testing.F) {
 	f.Add("cursor=-1")
 	f.Add("queue=%zz")
 	f.Add("x=1&x=2")
+	f.Add("summary=true&limit=5")
+	f.Add("summary=yes")
 	f.Fuzz(func(t *testing.T, query string) {
-		p, ae := decodeListQuery(query)
+		args, ae := decodeListQuery(query)
 		if ae != nil {
 			checkRejection(t, ae)
 			return
 		}
-		if _, err := p.Normalize(); err != nil {
+		if _, err := args.Params.Normalize(); err != nil {
 			t.Fatalf("accepted list fails Normalize: %v", err)
 		}
 	})

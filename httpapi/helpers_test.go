@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/sqlite"
 )
 
@@ -23,7 +25,7 @@ import (
 // by an httptest server.
 type testEnv struct {
 	t     *testing.T
-	store *sqlite.Store
+	store readpast.Store
 	srv   *httptest.Server
 	reg   *prometheus.Registry
 	// token is sent as the bearer token when not empty.
@@ -34,12 +36,33 @@ type testEnv struct {
 // config before New.
 func newEnv(t *testing.T, mut func(*Config)) *testEnv {
 	t.Helper()
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "readpast.db"), sqlite.Options{})
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "readpast.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	return newEnvOn(t, store, mut)
+}
+
+// newPostgresEnv starts a handler on a fresh, migrated PostgreSQL database
+// (see internal/pgtest).
+func newPostgresEnv(t *testing.T, mut func(*Config)) *testEnv {
+	t.Helper()
+	ctx := context.Background()
+	store, err := postgres.Open(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatalf("postgres.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return newEnvOn(t, store, mut)
+}
+
+// newEnvOn starts a handler on store. mut may adjust the config before New.
+func newEnvOn(t *testing.T, store readpast.Store, mut func(*Config)) *testEnv {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := Config{
 		Store:        store,
@@ -234,4 +257,22 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// stringsReader returns a reader of s, or nil when s is empty.
+func stringsReader(s string) io.Reader {
+	if s == "" {
+		return nil
+	}
+	return strings.NewReader(s)
+}
+
+// readAll reads a response body.
+func readAll(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -1,10 +1,13 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +17,41 @@ import (
 
 // statsTimeout bounds the Store.Stats call made at scrape time.
 const statsTimeout = 5 * time.Second
+
+// Defaults of Config.MetricsMaxQueues and Config.MetricsMaxKinds.
+const (
+	DefaultMetricsMaxQueues = 50
+	DefaultMetricsMaxKinds  = 50
+)
+
+// OtherLabel is the queue or kind label of the series that sum up the
+// queues and kinds beyond the configured number.
+const OtherLabel = "_other"
+
+// labelCap hands out label values: the first max distinct values keep
+// their name, later ones become OtherLabel, so a label's values, and the
+// series that carry them, stay bounded however many names the jobs use.
+type labelCap struct {
+	max  int
+	mu   sync.Mutex
+	seen map[string]bool // protected by mu
+}
+
+func newLabelCap(max int) *labelCap { return &labelCap{max: max, seen: map[string]bool{}} }
+
+// value returns v, or OtherLabel once max other values have been seen.
+func (c *labelCap) value(v string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen[v] {
+		return v
+	}
+	if len(c.seen) >= c.max {
+		return OtherLabel
+	}
+	c.seen[v] = true
+	return v
+}
 
 // metrics holds the server's Prometheus metrics. A nil *metrics records
 // nothing, so handlers call it unconditionally.
@@ -26,12 +64,23 @@ type metrics struct {
 	startDelay prometheus.Histogram
 	requests   *prometheus.CounterVec
 	reqTime    *prometheus.HistogramVec
+	queues     *labelCap
+	kinds      *labelCap
+}
+
+// labels returns the queue and kind labels of j, folded into OtherLabel
+// beyond the caps.
+func (m *metrics) labels(j *readpast.Job) (string, string) {
+	return m.queues.value(j.Queue), m.kinds.value(j.Kind)
 }
 
 // newMetrics creates the metrics and registers them, with a queue depth
-// collector over store, on reg.
-func newMetrics(reg *prometheus.Registry, store readpast.Store, log *slog.Logger) (*metrics, error) {
+// collector over store, on reg. Counters carry at most maxQueues queue
+// labels and maxKinds kind labels besides OtherLabel.
+func newMetrics(reg *prometheus.Registry, store readpast.Store, log *slog.Logger, maxQueues, maxKinds int) (*metrics, error) {
 	m := &metrics{
+		queues: newLabelCap(maxQueues),
+		kinds:  newLabelCap(maxKinds),
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "readpast_jobs_enqueued_total",
 			Help: "Jobs enqueued through the HTTP API.",
@@ -68,15 +117,7 @@ func newMetrics(reg *prometheus.Registry, store readpast.Store, log *slog.Logger
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12),
 		}, []string{"route"}),
 	}
-	depth := &depthCollector{
-		store: store,
-		log:   log,
-		desc: prometheus.NewDesc("readpast_queue_jobs",
-			"Jobs per queue and state, counted by Store.Stats at scrape time.",
-			[]string{"queue", "state"}, nil),
-		up: prometheus.NewDesc("readpast_queue_stats_up",
-			"1 when the last scrape's Store.Stats call succeeded, else 0.", nil, nil),
-	}
+	depth := NewQueueCollector(store, QueueCollectorOptions{MaxQueues: maxQueues, Logger: log})
 	for _, c := range []prometheus.Collector{
 		m.enqueued, m.claimed, m.completed, m.failed, m.claimTime, m.startDelay,
 		m.requests, m.reqTime, depth,
@@ -93,7 +134,7 @@ func (m *metrics) jobsEnqueued(jobs []*readpast.Job) {
 		return
 	}
 	for _, j := range jobs {
-		m.enqueued.WithLabelValues(j.Queue, j.Kind).Inc()
+		m.enqueued.WithLabelValues(m.labels(j)).Inc()
 	}
 }
 
@@ -103,7 +144,7 @@ func (m *metrics) jobsClaimed(jobs []*readpast.Job, took time.Duration, now time
 	}
 	m.claimTime.Observe(took.Seconds())
 	for _, j := range jobs {
-		m.claimed.WithLabelValues(j.Queue, j.Kind).Inc()
+		m.claimed.WithLabelValues(m.labels(j)).Inc()
 		claimedAt := now
 		if j.StartedAt != nil {
 			claimedAt = *j.StartedAt
@@ -120,14 +161,14 @@ func (m *metrics) jobCompleted(j *readpast.Job) {
 	if m == nil || j == nil {
 		return
 	}
-	m.completed.WithLabelValues(j.Queue, j.Kind).Inc()
+	m.completed.WithLabelValues(m.labels(j)).Inc()
 }
 
 func (m *metrics) jobFailed(j *readpast.Job) {
 	if m == nil || j == nil {
 		return
 	}
-	m.failed.WithLabelValues(j.Queue, j.Kind).Inc()
+	m.failed.WithLabelValues(m.labels(j)).Inc()
 }
 
 func (m *metrics) request(route string, code int, took time.Duration) {
@@ -141,11 +182,52 @@ func (m *metrics) request(route string, code int, took time.Duration) {
 	m.reqTime.WithLabelValues(route).Observe(took.Seconds())
 }
 
+// QueueCollectorOptions configures NewQueueCollector.
+type QueueCollectorOptions struct {
+	// MaxQueues is how many queues get series of their own: the ones with
+	// the most jobs at scrape time. The others are summed up under
+	// queue="_other" (OtherLabel). 0 means DefaultMetricsMaxQueues.
+	MaxQueues int
+	// Logger receives failed Stats calls; nil discards them.
+	Logger *slog.Logger
+}
+
+// NewQueueCollector returns a Prometheus collector of the jobs in store
+// per queue and state, counted by Store.Stats at each scrape:
+// readpast_queue_jobs{queue, state}, and readpast_queue_stats_up (1 when
+// the count worked). Only queues that hold jobs have series, at most
+// opts.MaxQueues of them plus one for the rest, each with every state, so
+// the number of series is bounded however many queue names are used.
+//
+// readpast serve registers one; programs that run a readpast.Client
+// register their own:
+//
+//	reg.MustRegister(httpapi.NewQueueCollector(store, httpapi.QueueCollectorOptions{}))
+func NewQueueCollector(store readpast.Store, opts QueueCollectorOptions) prometheus.Collector {
+	if opts.MaxQueues <= 0 {
+		opts.MaxQueues = DefaultMetricsMaxQueues
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &depthCollector{
+		store: store,
+		log:   opts.Logger,
+		max:   opts.MaxQueues,
+		desc: prometheus.NewDesc("readpast_queue_jobs",
+			"Jobs per queue and state, counted by Store.Stats at scrape time; queues beyond the busiest ones are summed under queue=\"_other\".",
+			[]string{"queue", "state"}, nil),
+		up: prometheus.NewDesc("readpast_queue_stats_up",
+			"1 when the last scrape's Store.Stats call succeeded, else 0.", nil, nil),
+	}
+}
+
 // depthCollector reports job counts per queue and state by calling
 // Store.Stats at scrape time.
 type depthCollector struct {
 	store readpast.Store
 	log   *slog.Logger
+	max   int
 	desc  *prometheus.Desc
 	up    *prometheus.Desc
 }
@@ -167,9 +249,41 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	for queue, states := range NewStatsResponse(stats).Queues {
-		for state, n := range states {
-			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), queue, string(state))
+	queues := NewStatsResponse(stats).Queues
+	type queueTotal struct {
+		name  string
+		total int64
+	}
+	var order []queueTotal
+	for q, states := range queues {
+		var t int64
+		for _, n := range states {
+			t += n
+		}
+		if t > 0 {
+			order = append(order, queueTotal{q, t})
+		}
+	}
+	// The busiest queues keep their name; ties by name, so that the set
+	// is stable between scrapes.
+	slices.SortFunc(order, func(a, b queueTotal) int {
+		return cmp.Or(cmp.Compare(b.total, a.total), cmp.Compare(a.name, b.name))
+	})
+	other := map[readpast.JobState]int64{}
+	for i, q := range order {
+		if i < c.max {
+			for state, n := range queues[q.name] {
+				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), q.name, string(state))
+			}
+			continue
+		}
+		for state, n := range queues[q.name] {
+			other[state] += n
+		}
+	}
+	if len(order) > c.max {
+		for _, state := range readpast.AllStates {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(other[state]), OtherLabel, string(state))
 		}
 	}
 }

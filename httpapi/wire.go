@@ -69,6 +69,49 @@ func NewJob(j *readpast.Job) Job {
 	return w
 }
 
+// JobSummary is a job without its payload, result and errors: what GET
+// /v1/jobs?summary=true lists, for views that do not need them.
+type JobSummary struct {
+	ID             int64             `json:"id"`
+	Queue          string            `json:"queue"`
+	Kind           string            `json:"kind"`
+	Priority       int               `json:"priority"`
+	State          readpast.JobState `json:"state"`
+	Attempt        int               `json:"attempt"`
+	MaxAttempts    int               `json:"max_attempts"`
+	RunAt          time.Time         `json:"run_at"`
+	Group          *string           `json:"group"`
+	CreatedAt      time.Time         `json:"created_at"`
+	Worker         string            `json:"worker,omitempty"`
+	StartedAt      *time.Time        `json:"started_at,omitempty"`
+	FinishedAt     *time.Time        `json:"finished_at,omitempty"`
+	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
+}
+
+// NewJobSummary converts a stored job to its summary wire form.
+func NewJobSummary(j *readpast.Job) JobSummary {
+	group := j.Group
+	if group != nil && *group == "" {
+		group = nil
+	}
+	return JobSummary{
+		ID:             j.ID,
+		Queue:          j.Queue,
+		Kind:           j.Kind,
+		Priority:       j.Priority,
+		State:          j.State,
+		Attempt:        j.Attempt,
+		MaxAttempts:    j.MaxAttempts,
+		RunAt:          j.RunAt.UTC(),
+		Group:          group,
+		CreatedAt:      j.CreatedAt.UTC(),
+		Worker:         j.Worker,
+		StartedAt:      utcPtr(j.StartedAt),
+		FinishedAt:     utcPtr(j.FinishedAt),
+		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
+	}
+}
+
 // NewJobs converts stored jobs to their wire form; never nil.
 func NewJobs(js []*readpast.Job) []Job {
 	out := make([]Job, 0, len(js))
@@ -93,9 +136,10 @@ type JobsResponse struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
-// listResponse always carries next_cursor, null at the end.
+// listResponse always carries next_cursor, null at the end. Jobs is a
+// []Job, or a []JobSummary for a summary listing.
 type listResponse struct {
-	Jobs       []Job   `json:"jobs"`
+	Jobs       any     `json:"jobs"`
 	NextCursor *string `json:"next_cursor"`
 }
 

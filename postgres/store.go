@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -47,20 +48,31 @@ var (
 	_ readpast.SchemaVersioner = (*Store)(nil)
 )
 
+// DefaultConnectTimeout bounds each connection attempt (dial, TLS and
+// start-up) when the URL has no connect_timeout, so that a host that
+// accepts connections and never answers fails instead of hanging.
+const DefaultConnectTimeout = 10 * time.Second
+
 // Open connects to the database at url (a postgres:// URL or key=value
-// DSN) with a pool the store owns and closes.
+// DSN) with a pool the store owns and closes. Without connect_timeout in
+// the URL, each connection attempt is bounded by DefaultConnectTimeout. A
+// database that cannot be reached is an error wrapping
+// readpast.ErrUnavailable.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, fmt.Errorf("connect: %w", classify(err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect: %w", err)
+		return nil, fmt.Errorf("connect: %w", classify(err))
 	}
 	s := New(pool)
 	s.ownPool = true

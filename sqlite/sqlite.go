@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"github.com/readpast/readpast/internal/wake"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
@@ -70,6 +71,17 @@ type Options struct {
 	SynchronousNormal bool
 	// SkipMigrate makes Open skip Migrate (and its schema version check).
 	SkipMigrate bool
+	// MustExist makes Open fail, creating nothing, when there is no
+	// database file at the path: the error names the path and wraps
+	// fs.ErrNotExist.
+	MustExist bool
+	// ReadOnly opens the database for reading only: Open creates and
+	// writes nothing (no directory, file, WAL switch or migration) and
+	// every write fails. It implies MustExist and SkipMigrate. A database
+	// in a folder this process cannot write to (where SQLite cannot create
+	// the -shm file WAL mode reads need) is read as it is on disk, with
+	// SQLite's immutable mode.
+	ReadOnly bool
 }
 
 // Store is a readpast.Store and readpast.Notifier on one SQLite file.
@@ -96,11 +108,13 @@ const sqliteHeader = "SQLite format 3\x00"
 
 // Open opens (creating it if needed) the SQLite database at path, creates
 // its directory when missing, and migrates it unless opts.SkipMigrate.
+// opts.MustExist and opts.ReadOnly open an existing database only.
 //
 // It fails with a clear error when the directory cannot be created, when
 // path holds a file that is not a SQLite database (the file is left as it
-// is), and with readpast.ErrSchemaTooNew when a newer readpast migrated the
-// database (nothing is changed).
+// is), when the file or its folder is not writable (naming them), and with
+// readpast.ErrSchemaTooNew when a newer readpast migrated the database
+// (nothing is changed).
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
@@ -112,7 +126,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: database path %q: %w", path, err)
 	}
-	if err := checkFile(abs); err != nil {
+	if opts.ReadOnly {
+		opts.MustExist, opts.SkipMigrate = true, true
+	}
+	if err := checkFile(abs, opts.MustExist); err != nil {
 		return nil, err
 	}
 
@@ -137,11 +154,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		hub:         wake.New(),
 	}
 
+	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
+	if opts.ReadOnly {
+		if err := s.openReadOnly(ctx, busy, opts.ReadConns); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	syncMode := "FULL"
 	if opts.SynchronousNormal {
 		syncMode = "NORMAL"
 	}
-	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+busy+")")
 	q.Add("_pragma", "foreign_keys(1)")
@@ -161,7 +184,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	if err := s.initWAL(ctx); err != nil {
 		s.write.Close()
-		return nil, err
+		return nil, explainOpen(abs, err)
 	}
 
 	rq := url.Values{}
@@ -178,10 +201,86 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if !opts.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			s.Close()
-			return nil, err
+			return nil, explainOpen(abs, err)
 		}
 	}
 	return s, nil
+}
+
+// openReadOnly opens both pools of s for reading only (query_only). It
+// opens the file read-write without creating it (mode=rw), so that SQLite
+// can remove the -wal and -shm files a WAL read needs when the last
+// connection closes and nothing is left behind; when the file or folder is
+// not writable, read-only (mode=ro); and when SQLite cannot read it that
+// way either because it cannot create the -shm file (a read-only folder),
+// as an immutable file.
+func (s *Store) openReadOnly(ctx context.Context, busy string, conns int) error {
+	var err error
+	for _, mode := range []string{"rw", "ro", "immutable"} {
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout("+busy+")")
+		q.Add("_pragma", "query_only(1)")
+		q.Set("mode", mode)
+		if mode == "immutable" {
+			q.Set("mode", "ro")
+			q.Set("immutable", "1")
+		}
+		if s.read, err = sql.Open("sqlite", dsn(s.path, q)); err != nil {
+			return fmt.Errorf("sqlite: open %q: %w", s.path, err)
+		}
+		s.read.SetMaxOpenConns(conns)
+		s.read.SetMaxIdleConns(conns)
+		// Writes go to a query_only pool too, and fail there.
+		if s.write, err = sql.Open("sqlite", dsn(s.path, q)); err != nil {
+			s.read.Close()
+			return fmt.Errorf("sqlite: open %q: %w", s.path, err)
+		}
+		s.write.SetMaxOpenConns(1)
+		var n int
+		err = s.read.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
+		if err == nil {
+			return nil
+		}
+		s.read.Close()
+		s.write.Close()
+		if !cannotOpen(err) {
+			break
+		}
+	}
+	return fmt.Errorf("sqlite: cannot read database %q: %w", s.path, err)
+}
+
+// cannotOpen reports whether err is SQLITE_CANTOPEN or SQLITE_READONLY (any
+// extended code): a permission problem, not a damaged database.
+func cannotOpen(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY:
+			return true
+		}
+	}
+	return false
+}
+
+// explainOpen says which path is at fault, and what to do, when err from
+// opening or first writing the database at abs is a permission problem:
+// SQLite's own message ("unable to open database file") names neither.
+func explainOpen(abs string, err error) error {
+	if !cannotOpen(err) {
+		return err
+	}
+	dir := filepath.Dir(abs)
+	base := filepath.Base(abs)
+	_, statErr := os.Stat(abs)
+	switch {
+	case !writable(dir):
+		return fmt.Errorf("sqlite: cannot write database %q: the folder %q is not writable, and SQLite needs to create %s-wal and %s-shm in it; use a writable folder (reading only works: readpast's read commands open databases read-only): %w",
+			abs, dir, base, base, err)
+	case statErr == nil && !writable(abs):
+		return fmt.Errorf("sqlite: cannot write database %q: the file is read-only (reading only works: readpast's read commands open databases read-only): %w", abs, err)
+	}
+	return fmt.Errorf("sqlite: cannot open database %q for writing: %w", abs, err)
 }
 
 // dsn makes the driver's URI for the file at abs with query parameters q.
@@ -190,15 +289,22 @@ func dsn(abs string, q url.Values) string {
 }
 
 // checkFile makes sure abs can hold a SQLite database without touching an
-// existing file: its directory exists (it is created if missing), and an
-// existing non-empty file starts with the SQLite header.
-func checkFile(abs string) error {
+// existing file: its directory exists (it is created if missing, unless
+// mustExist), and an existing non-empty file starts with the SQLite
+// header. With mustExist a missing file is an error wrapping
+// fs.ErrNotExist.
+func checkFile(abs string, mustExist bool) error {
 	dir := filepath.Dir(abs)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("sqlite: cannot create directory %q for database %q: %w", dir, abs, err)
+	if !mustExist {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("sqlite: cannot create directory %q for database %q: %w", dir, abs, err)
+		}
 	}
 	fi, err := os.Stat(abs)
 	if errors.Is(err, os.ErrNotExist) {
+		if mustExist {
+			return fmt.Errorf("sqlite: no database at %q: %w", abs, fs.ErrNotExist)
+		}
 		return nil
 	}
 	if err != nil {

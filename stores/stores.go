@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -35,24 +37,133 @@ var schemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
 // Migrate, which is harmless on an up-to-date database of either kind.
 // log receives the SQLite store's warnings; nil discards them.
 func Open(ctx context.Context, url string, log *slog.Logger) (readpast.Store, error) {
+	return OpenWith(ctx, url, Options{Logger: log})
+}
+
+// Options tunes OpenWith. The zero value opens as Open does.
+type Options struct {
+	// Logger receives the SQLite store's warnings; nil discards them.
+	Logger *slog.Logger
+	// SkipMigrate opens a SQLite database (creating it when missing)
+	// without migrating it; a PostgreSQL store is never migrated by Open.
+	SkipMigrate bool
+	// Existing opens only a database that exists, and creates and migrates
+	// nothing: a missing SQLite file is an error wrapping fs.ErrNotExist
+	// that names it. Use CheckSchema to see whether its schema is usable.
+	Existing bool
+	// ReadOnly is Existing, and every write fails: SQLite opens the file
+	// read-only (see sqlite.Options.ReadOnly); PostgreSQL sessions run with
+	// default_transaction_read_only.
+	ReadOnly bool
+}
+
+// OpenWith opens the store that url names (see Open) as opts says.
+func OpenWith(ctx context.Context, url string, opts Options) (readpast.Store, error) {
 	kind, target, err := Parse(url)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case KindPostgres:
+		if opts.ReadOnly {
+			target = withParam(target, "default_transaction_read_only", "on")
+		}
 		s, err := postgres.Open(ctx, target)
 		if err != nil {
-			return nil, fmt.Errorf("open postgres store: %w", err)
+			return nil, fmt.Errorf("open postgres store %s: %w", Redact(url), err)
 		}
 		return s, nil
 	default:
-		s, err := sqlite.Open(ctx, target, sqlite.Options{Logger: log})
+		s, err := sqlite.Open(ctx, target, sqlite.Options{
+			Logger:      opts.Logger,
+			MustExist:   opts.Existing,
+			SkipMigrate: opts.SkipMigrate || opts.Existing,
+			ReadOnly:    opts.ReadOnly,
+		})
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
+}
+
+// withParam adds the query parameter key=value to a URL.
+func withParam(u, key, value string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + neturl.QueryEscape(key) + "=" + neturl.QueryEscape(value)
+}
+
+// CheckSchema reports whether store's schema is the one this readpast
+// uses. When it is not, the error is a *SchemaError: errors.Is(err,
+// readpast.ErrSchemaTooOld) when migrations are missing (run Migrate, or
+// `readpast migrate`), readpast.ErrSchemaTooNew when a newer readpast
+// migrated it. A store that does not report its schema version
+// (readpast.SchemaVersioner) passes.
+func CheckSchema(ctx context.Context, store readpast.Store) error {
+	sv, ok := store.(readpast.SchemaVersioner)
+	if !ok {
+		return nil
+	}
+	cur, latest, err := sv.SchemaVersion(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read schema version: %w", err)
+	case cur != latest:
+		return &SchemaError{Current: cur, Latest: latest}
+	}
+	return nil
+}
+
+// SchemaError is a database schema this readpast cannot use.
+type SchemaError struct {
+	// Current is the database's schema version, 0 before any migration.
+	Current int
+	// Latest is the version this readpast uses.
+	Latest int
+}
+
+// Error says which versions differ.
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("schema version %d of %d", e.Current, e.Latest)
+}
+
+// Is makes errors.Is(err, readpast.ErrSchemaTooOld) true for an older
+// schema and errors.Is(err, readpast.ErrSchemaTooNew) for a newer one.
+func (e *SchemaError) Is(target error) bool {
+	return target == readpast.ErrSchemaTooOld && e.Current < e.Latest ||
+		target == readpast.ErrSchemaTooNew && e.Current > e.Latest
+}
+
+// Redact returns url as it is safe to show in logs and messages: a
+// PostgreSQL URL without its password (in the user information or a
+// password parameter), or the absolute path of a SQLite file. A URL that
+// does not parse is shown as the engine's name only.
+func Redact(url string) string {
+	kind, target, err := Parse(url)
+	if err != nil {
+		return "(invalid database URL)"
+	}
+	if kind == KindSQLite {
+		if abs, err := filepath.Abs(target); err == nil {
+			return abs
+		}
+		return target
+	}
+	u, err := neturl.Parse(target)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = neturl.User(u.User.Username())
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // Kind names a storage engine.

@@ -2,6 +2,8 @@ package stores_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,5 +94,64 @@ func TestOpenErrors(t *testing.T) {
 	}
 	if _, err := stores.Open(ctx, "sqlite:"+notDB, nil); err == nil || !strings.Contains(err.Error(), notDB) {
 		t.Fatalf("not a database: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	abs, _ := filepath.Abs("jobs.db")
+	for in, want := range map[string]string{
+		"postgres://u:secret@db.example:5432/app?sslmode=require": "postgres://u@db.example:5432/app?sslmode=require",
+		"postgres://db/app?password=secret&sslmode=disable":       "postgres://db/app?sslmode=disable",
+		"postgresql://u@db/app":                                   "postgresql://u@db/app",
+		"jobs.db":                                                 abs,
+		"sqlite:jobs.db":                                          abs,
+		"mysql://u:secret@x/y":                                    "(invalid database URL)",
+	} {
+		if got := stores.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestOpenExisting: read-only and existing-only opens create nothing, and
+// CheckSchema tells an unmigrated database from a current one.
+func TestOpenExisting(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nonexist", "dir", "x.db")
+	for _, opts := range []stores.Options{{Existing: true}, {ReadOnly: true}} {
+		if _, err := stores.OpenWith(ctx, missing, opts); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+			t.Errorf("OpenWith(%+v) of a missing file = %v", opts, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("created %v", entries)
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := stores.OpenWith(ctx, empty, stores.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stores.CheckSchema(ctx, s); !errors.Is(err, readpast.ErrSchemaTooOld) {
+		t.Errorf("CheckSchema of an empty database = %v, want ErrSchemaTooOld", err)
+	}
+	s.Close()
+
+	s, err = stores.Open(ctx, empty, nil) // migrates
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = stores.OpenWith(ctx, empty, stores.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := stores.CheckSchema(ctx, s); err != nil {
+		t.Errorf("CheckSchema of a migrated database = %v", err)
 	}
 }

@@ -48,9 +48,9 @@ func TestSplitTokens(t *testing.T) {
 
 func TestReadJobLines(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	ps, err := readJobLines(strings.NewReader("{\"kind\":\"a\"}\n\n  \n{\"kind\":\"b\",\"queue\":\"q\",\"priority\":2}\n"), now)
-	if err != nil || len(ps) != 2 || ps[1].Queue != "q" || ps[1].Priority != 2 || !ps[0].RunAt.Equal(now) {
-		t.Fatalf("readJobLines = %+v, %v", ps, err)
+	lines, err := readJobLines(strings.NewReader("{\"kind\":\"a\"}\n\n  \n {\"kind\":\"b\",\"queue\":\"q\",\"priority\":2}\n"), now)
+	if err != nil || len(lines) != 2 || string(lines[1]) != `{"kind":"b","queue":"q","priority":2}` {
+		t.Fatalf("readJobLines = %q, %v", lines, err)
 	}
 	for input, want := range map[string]string{
 		"{\"kind\":\"a\"}\n{\"kind\":\"a\",\"x\":1}\n": "line 2: x: unknown field",
@@ -91,6 +91,13 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"migrate", "down", "--database-url", db}, 2, "unknown action"},
 		{[]string{"stats", "extra", "--database-url", db}, 2, "unexpected argument"},
 		{[]string{"stats", "-h"}, 0, "database-url"},
+		{[]string{"serve", "--rescue-interval", "0"}, 2, "--rescue-interval must be positive"},
+		{[]string{"serve", "--rescue-interval", "-1s"}, 2, "--rescue-interval must be positive"},
+		{[]string{"stats", "--url", "http://x", "--database-url", db}, 2, "give one"},
+		{[]string{"stats", "--token", "t", "--database-url", db}, 2, "--token is for a server"},
+		{[]string{"stats", "--url", "ftp://x"}, 2, "want http://"},
+		{[]string{"jobs", "show", "+1", "--database-url", db}, 2, "positive integer"},
+		{[]string{"jobs", "show", "01", "--database-url", db}, 2, "positive integer"},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
@@ -102,10 +109,56 @@ func TestRunUsage(t *testing.T) {
 	}
 }
 
+// TestFlagErrorOnce: a bad flag is reported once, with a hint, and -h
+// prints the flags to stdout. (The flag package used to print the error
+// and the whole usage, and run printed the error again.)
+func TestFlagErrorOnce(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--no-such-flag"}, &stdout, &stderr)
+	want := "readpast serve: flag provided but not defined: -no-such-flag\nRun 'readpast serve -h' for usage.\n"
+	if code != 2 || stderr.String() != want || stdout.Len() != 0 {
+		t.Errorf("bad flag: exit %d, stdout %q, stderr %q; want stderr %q", code, stdout.String(), stderr.String(), want)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(context.Background(), []string{"serve", "-h"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "-rescue-interval") || stderr.Len() != 0 {
+		t.Errorf("serve -h: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestTargetResolve: flags win over the environment, $READPAST_URL over
+// $READPAST_DATABASE_URL, and a server at the default address when
+// nothing is set.
+func TestTargetResolve(t *testing.T) {
+	for _, tc := range []struct {
+		url, token, db string
+		env            map[string]string
+		want           target
+	}{
+		{want: target{url: defaultURL}},
+		{env: map[string]string{envToken: "tk"}, want: target{url: defaultURL, token: "tk"}},
+		{env: map[string]string{envURL: "http://a"}, want: target{url: "http://a"}},
+		{env: map[string]string{envDatabaseURL: "x.db"}, want: target{database: "x.db"}},
+		{env: map[string]string{envDatabaseURL: "x.db", envURL: "http://a", envToken: "tk"}, want: target{url: "http://a", token: "tk"}},
+		{url: "http://b", env: map[string]string{envDatabaseURL: "x.db", envURL: "http://a"}, want: target{url: "http://b"}},
+		{db: "y.db", env: map[string]string{envURL: "http://a", envToken: "tk"}, want: target{database: "y.db"}},
+		{token: "t2", env: map[string]string{envDatabaseURL: "x.db"}, want: target{url: defaultURL, token: "t2"}},
+	} {
+		f := &targetFlags{url: &tc.url, token: &tc.token, database: &tc.db}
+		got, err := f.resolve(func(k string) string { return tc.env[k] })
+		if err != nil || got != tc.want {
+			t.Errorf("resolve(url %q, token %q, db %q, env %v) = %+v, %v; want %+v", tc.url, tc.token, tc.db, tc.env, got, err, tc.want)
+		}
+	}
+}
+
 func TestEnqueueFromStdinInProcess(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "cli.db")
 	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"migrate", "--database-url", db}, &stdout, &stderr); code != 0 {
+		t.Fatalf("migrate: %s", stderr.String())
+	}
 	lines := strings.Repeat("{\"kind\":\"bulk\",\"queue\":\"bulk\"}\n", enqueueBatchSize+5)
 	if err := enqueueFrom(ctx, strings.NewReader(lines), []string{"--stdin", "--database-url", db}, &stdout, &stderr); err != nil {
 		t.Fatalf("enqueue --stdin: %v (%s)", err, stderr.String())

@@ -7,7 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/httpapi"
-	"github.com/readpast/readpast/sqlite"
 	"github.com/readpast/readpast/stores"
 )
 
@@ -27,31 +26,45 @@ const envDatabaseURL = "READPAST_DATABASE_URL"
 // usageError marks a mistake in the command line (exit code 2).
 type usageError struct{ error }
 
+// Unwrap returns the mistake.
+func (e usageError) Unwrap() error { return e.error }
+
 // usagef returns a usageError.
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// newFlagSet returns a flag set that reports errors instead of exiting and
-// prints its usage to stderr.
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// flagSet is a command's flags, and the help -h prints.
+type flagSet struct {
+	*flag.FlagSet
+	help func()
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting or
+// printing them (run prints each error once), and prints its usage, when
+// asked with -h, to stdout.
+func newFlagSet(name, synopsis string, stdout io.Writer) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: readpast %s\n\nFlags:\n", synopsis)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // the flag package calls it on errors too
+	return &flagSet{FlagSet: fs, help: func() {
+		fmt.Fprintf(stdout, "Usage: readpast %s\n\nFlags:\n", synopsis)
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
-	}
-	return fs
+		fs.SetOutput(io.Discard)
+	}}
 }
 
 // parseFlags parses args into fs, letting flags and positional arguments
 // mix (Go's flag package stops at the first positional argument). It
-// returns the positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// returns the positional arguments. On -h it prints the help and returns
+// flag.ErrHelp.
+func parseFlags(fs *flagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.help()
 				return nil, err
 			}
 			return nil, usageError{err}
@@ -66,7 +79,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // dbFlag adds --database-url to fs.
-func dbFlag(fs *flag.FlagSet) *string {
+func dbFlag(fs *flagSet) *string {
 	return fs.String("database-url", "",
 		"database: a postgres:// URL or a SQLite file path (default $"+envDatabaseURL+", else ./readpast.db)")
 }
@@ -79,36 +92,63 @@ func databaseURL(flagValue string) string {
 	return os.Getenv(envDatabaseURL)
 }
 
-// openStore opens the store named by url (see stores.Open).
-func openStore(ctx context.Context, url string, log *slog.Logger) (readpast.Store, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	st, err := stores.Open(ctx, url, log)
+// openExisting opens the database at url for the commands that work on an
+// existing, migrated database: read-only when readOnly. It creates nothing
+// (no file, directory or schema) and fails with an error that says what to
+// do when the database is missing, not migrated, or from a newer readpast.
+func openExisting(ctx context.Context, url string, readOnly bool) (readpast.Store, error) {
+	st, err := stores.OpenWith(ctx, url, stores.Options{Existing: true, ReadOnly: readOnly})
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: check the path, or create it with 'readpast migrate %s' (or 'readpast serve')",
+				stores.Redact(url), dbArg(url))
+		}
 		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := checkSchema(ctx, st, url); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }
 
-// openStoreNoMigrate is openStore without the migration a SQLite store
-// otherwise runs as it opens (a PostgreSQL store never migrates on open).
-func openStoreNoMigrate(ctx context.Context, url string, log *slog.Logger) (readpast.Store, error) {
+// checkSchema reports a schema this readpast cannot use, saying what to do.
+func checkSchema(ctx context.Context, st readpast.Store, url string) error {
+	err := stores.CheckSchema(ctx, st)
+	switch {
+	case errors.Is(err, readpast.ErrSchemaTooOld):
+		return fmt.Errorf("database %s is not migrated (%v): run 'readpast migrate %s' first", stores.Redact(url), err, dbArg(url))
+	case errors.Is(err, readpast.ErrSchemaTooNew):
+		return fmt.Errorf("database %s was migrated by a newer readpast (%v): use that version of readpast", stores.Redact(url), err)
+	case err != nil:
+		return fmt.Errorf("database %s: %w", stores.Redact(url), err)
+	}
+	return nil
+}
+
+// dbArg is how a suggested command names the database: --database-url
+// with the path for SQLite, and a placeholder for PostgreSQL, whose URL
+// may hold a password.
+func dbArg(url string) string {
 	kind, target, err := stores.Parse(url)
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+	switch {
+	case err != nil || kind == stores.KindPostgres:
+		return "--database-url URL"
+	case url == "":
+		return ""
 	}
-	if kind != stores.KindSQLite {
-		return openStore(ctx, url, log)
+	return "--database-url " + shellQuote(target)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' || r == '=' || r == ',' ||
+			'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) < 0 {
+		return s
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	st, err := sqlite.Open(ctx, target, sqlite.Options{Logger: log, SkipMigrate: true})
-	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	return st, nil
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // writeJSON writes v as indented JSON and a newline.
@@ -134,11 +174,12 @@ func isTerminal(w io.Writer) bool {
 	return fi.Mode()&os.ModeCharDevice != 0
 }
 
-// parseJobID parses a job id argument.
+// parseJobID parses a job id argument: decimal digits without a sign or
+// leading zeros, as job ids are printed.
 func parseJobID(s string) (int64, error) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 1 {
-		return 0, usagef("job id must be a positive integer, not %q", s)
+	id, ok := httpapi.ParseID(s)
+	if !ok {
+		return 0, usagef("job id must be a positive integer such as 42, not %q", s)
 	}
 	return id, nil
 }
@@ -176,11 +217,16 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// printJobs writes jobs as a table.
-func printJobs(w io.Writer, jobs []*readpast.Job) error {
+// printJobs writes jobs (each as the API encodes it, or its summary) as
+// a table.
+func printJobs(w io.Writer, jobs []json.RawMessage) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tATTEMPT\tPRIORITY\tRUN AT\tGROUP")
-	for _, j := range jobs {
+	for _, raw := range jobs {
+		var j httpapi.JobSummary
+		if err := json.Unmarshal(raw, &j); err != nil {
+			return fmt.Errorf("decode job: %w", err)
+		}
 		group := "-"
 		if j.Group != nil && *j.Group != "" {
 			group = *j.Group
@@ -195,8 +241,7 @@ func printJobs(w io.Writer, jobs []*readpast.Job) error {
 }
 
 // printJob writes one job in detail, one field a line, then its errors.
-func printJob(w io.Writer, j *readpast.Job) error {
-	wj := httpapi.NewJob(j)
+func printJob(w io.Writer, wj httpapi.Job) error {
 	group := "-"
 	if wj.Group != nil {
 		group = *wj.Group

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/sqlite"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -38,11 +42,163 @@ func TestE2E(t *testing.T) {
 		runE2E(t, bin, filepath.Join(t.TempDir(), "e2e.db"))
 	})
 	t.Run("postgres", func(t *testing.T) {
-		runE2E(t, bin, pgtest.URL(t))
+		// Trust authentication ignores the password: it is there to check
+		// that it is never shown.
+		runE2E(t, bin, strings.Replace(pgtest.URL(t), "postgres@", "postgres:"+pgPassword+"@", 1))
 	})
 	t.Run("auth off", func(t *testing.T) {
 		runAuthOff(t, bin, filepath.Join(t.TempDir(), "off.db"))
 	})
+	t.Run("nothing created", func(t *testing.T) { runNothingCreated(t, bin) })
+	t.Run("read-only folder", func(t *testing.T) { runReadOnlyFolder(t, bin) })
+}
+
+// runNothingCreated: commands that read, run in an empty folder or pointed
+// at a path that does not exist, fail with a message that names what is
+// missing and leave no file, directory or schema behind. (They used to
+// create a migrated database and print zeros.)
+func runNothingCreated(t *testing.T, bin string) {
+	empty := t.TempDir()
+	missing := filepath.Join(empty, "nonexist", "dir", "x.db")
+	for _, args := range [][]string{{"stats"}, {"jobs", "list"}, {"jobs", "show", "1"}, {"migrate", "status"}} {
+		r := runCLIIn(t, bin, empty, nil, "", append(args, "--database-url", missing)...)
+		name := strings.Join(args[:min(2, len(args))], " ")
+		if args[0] == "migrate" {
+			name = "migrate"
+		}
+		if r.code != 1 || r.stderr != fmt.Sprintf("readpast %s: no database at %s", name, missing)+
+			map[bool]string{true: " ('readpast migrate --database-url " + missing + "' creates it)\n",
+				false: ": check the path, or create it with 'readpast migrate --database-url " + missing + "' (or 'readpast serve')\n"}[args[0] == "migrate"] {
+			t.Errorf("readpast %v --database-url %s: exit %d, stderr %q", args, missing, r.code, r.stderr)
+		}
+	}
+	// Without --database-url the job commands ask a server: none listens.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{{"stats"}, {"jobs", "list"}, {"enqueue", "--kind", "a"}} {
+		r := runCLIIn(t, bin, empty, []string{"READPAST_URL=" + closed}, "", args...)
+		if r.code != 1 || !strings.Contains(r.stderr, "cannot reach the readpast server at "+closed) || !strings.Contains(r.stderr, "'readpast serve'") {
+			t.Errorf("readpast %v with no server: exit %d, stderr %q", args, r.code, r.stderr)
+		}
+	}
+	r := runCLIIn(t, bin, empty, nil, "", "migrate", "status")
+	if r.code != 1 || !strings.Contains(r.stderr, "no database at "+filepath.Join(empty, "readpast.db")) {
+		t.Errorf("migrate status in an empty folder: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("the commands left %v behind", entries)
+	}
+
+	// A database migrated by a newer readpast: serve refuses it, with or
+	// without --no-migrate.
+	db := filepath.Join(t.TempDir(), "newer.db")
+	mustCLI(t, bin, "", "migrate", "--database-url", db)
+	s, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`INSERT INTO readpast_schema_migrations (version, applied_at) VALUES (?, 0)`, sqlite.SchemaVersion()+1); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, extra := range [][]string{nil, {"--no-migrate"}} {
+		r := runCLI(t, bin, "", append([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", db}, extra...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "newer") {
+			t.Errorf("serve %v on a newer database: exit %d, stderr %q", extra, r.code, r.stderr)
+		}
+	}
+}
+
+// runReadOnlyFolder: a database in a folder the user cannot write to can
+// be inspected, and commands that would write say which folder is the
+// problem. (It used to be "sqlite: enable WAL: unable to open database
+// file (14)", with no path, for every command.) As root, whom permissions
+// do not bind, the commands run as nobody.
+func runReadOnlyFolder(t *testing.T, bin string) {
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("nobody")
+		if err != nil {
+			t.Skipf("no unprivileged user to run as: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	// Folders the unprivileged user can reach (t.TempDir's are private).
+	base, err := os.MkdirTemp("", "readpast-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(base, "ro"), 0o755); os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(base, "readpast")
+	if b, err := os.ReadFile(bin); err != nil || os.WriteFile(exe, b, 0o755) != nil {
+		t.Fatalf("copy the binary: %v", err)
+	}
+	dir := filepath.Join(base, "ro")
+	db := filepath.Join(dir, "jobs.db")
+	mustCLI(t, bin, "", "migrate", "--database-url", db)
+	s, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "k", Queue: "roq"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, p := range []string{dir, db} {
+		if err := os.Chmod(p, map[bool]os.FileMode{true: 0o555, false: 0o644}[p == dir]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) cliResult {
+		cmd := exec.Command(exe, args...)
+		cmd.Dir = base
+		cmd.Env = childEnv()
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return cliResult{stdout.String(), stderr.String(), code}
+	}
+	if r := run("stats", "--database-url", db); r.code != 0 || !strings.Contains(r.stdout, "roq") {
+		t.Errorf("stats in a read-only folder: %+v", r)
+	}
+	if r := run("jobs", "list", "--database-url", db); r.code != 0 || !strings.Contains(r.stdout, "roq") {
+		t.Errorf("jobs list in a read-only folder: %+v", r)
+	}
+	if r := run("migrate", "status", "--database-url", db); r.code != 0 || !strings.Contains(r.stdout, "up to date") {
+		t.Errorf("migrate status in a read-only folder: %+v", r)
+	}
+	want := fmt.Sprintf("the folder %q is not writable", dir)
+	for _, args := range [][]string{
+		{"jobs", "cancel", "1", "--database-url", db},
+		{"enqueue", "--kind", "k", "--database-url", db},
+		{"serve", "--addr", "127.0.0.1:0", "--database-url", db},
+		{"serve", "--addr", "127.0.0.1:0", "--database-url", filepath.Join(dir, "new.db")},
+	} {
+		if r := run(args...); r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("readpast %v in a read-only folder: exit %d, stderr %q, want %q", args, r.code, r.stderr, want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the read-only folder holds %v", entries)
+	}
 }
 
 // runAuthOff checks that a server without tokens answers curl and workers
@@ -95,6 +251,10 @@ func runAuthOff(t *testing.T, bin, db string) {
 	srv.stop(t)
 }
 
+// pgPassword is put in the PostgreSQL URL the end-to-end test gives the
+// server, to check that logs and messages never show it.
+const pgPassword = "pw-Zm9vYmFy"
+
 // inCI reports whether $CI is true, read as internal/pgtest reads it
 // (strconv.ParseBool: true, 1, TRUE, True...).
 func inCI() bool {
@@ -124,10 +284,34 @@ type cliResult struct {
 // exit code.
 func runCLI(t *testing.T, bin, stdin string, args ...string) cliResult {
 	t.Helper()
+	return runCLIIn(t, bin, "", nil, stdin, args...)
+}
+
+// runCLIEnv is runCLI with extra environment variables.
+func runCLIEnv(t *testing.T, bin string, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
+	return runCLIIn(t, bin, "", env, stdin, args...)
+}
+
+// mustCLIEnv is mustCLI with extra environment variables.
+func mustCLIEnv(t *testing.T, bin string, env []string, stdin string, args ...string) string {
+	t.Helper()
+	r := runCLIEnv(t, bin, env, stdin, args...)
+	if r.code != 0 {
+		t.Fatalf("readpast %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// runCLIIn runs the binary in dir (the test's working directory when
+// empty) with extra environment variables, args and stdin.
+func runCLIIn(t *testing.T, bin, dir string, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = childEnv()
+	cmd.Dir = dir
+	cmd.Env = childEnv(env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -177,6 +361,8 @@ type server struct {
 	base string
 	log  *lockedBuffer
 	done chan error
+	// listening is the "listening" log record.
+	listening map[string]any
 }
 
 // startServer starts `readpast serve` on a free loopback port and waits
@@ -194,18 +380,15 @@ func startServer(t *testing.T, bin string, env []string, args ...string) *server
 		t.Fatal(err)
 	}
 	s := &server{cmd: cmd, log: &lockedBuffer{}, done: make(chan error, 1)}
-	addr := make(chan string, 1)
+	listening := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(s.log, line)
-			var rec struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"addr"`
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				addr <- rec.Addr
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
+				listening <- rec
 			}
 		}
 		s.done <- cmd.Wait()
@@ -220,8 +403,9 @@ func startServer(t *testing.T, bin string, env []string, args ...string) *server
 		}
 	})
 	select {
-	case a := <-addr:
-		s.base = "http://" + a
+	case rec := <-listening:
+		s.listening = rec
+		s.base = fmt.Sprint("http://", rec["addr"])
 	case err := <-s.done:
 		t.Fatalf("readpast serve exited: %v\n%s", err, s.log.String())
 	case <-time.After(time.Minute):
@@ -342,13 +526,45 @@ func runE2E(t *testing.T, bin, db string) {
 	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", "version", "--json")), &ver); err != nil || ver.Version == "" {
 		t.Errorf("version --json: %+v %v", ver, err)
 	}
+	isSQLite := !strings.HasPrefix(db, "postgres")
+	if isSQLite {
+		// Nothing reads or serves (without migrating) a database that is
+		// not there, and nothing creates it on the way.
+		for _, args := range [][]string{
+			{"migrate", "status"}, {"stats"}, {"jobs", "list"}, {"jobs", "show", "1"}, {"enqueue", "--kind", "a"},
+			{"serve", "--no-migrate", "--addr", "127.0.0.1:0"},
+		} {
+			r := runCLI(t, bin, "", append(args, "--database-url", db)...)
+			if r.code != 1 || !strings.Contains(r.stderr, "no database at "+db) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("readpast %v on a missing database: exit %d, stderr %q", args, r.code, r.stderr)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Fatalf("readpast %v created %s", args, db)
+			}
+		}
+		if err := os.WriteFile(db, nil, 0o600); err != nil { // an empty SQLite database
+			t.Fatal(err)
+		}
+	}
 	if out := mustCLI(t, bin, "", "migrate", "status", "--database-url", db); !strings.HasPrefix(out, "schema version 0 of ") || !strings.Contains(out, " pending)") {
 		t.Errorf("migrate status before migrating = %q", out)
 	}
-	if out := mustCLI(t, bin, "", "migrate", "up", "--database-url", db); !strings.Contains(out, "up to date") {
-		t.Errorf("migrate up = %q", out)
+	// An existing database without the schema: read commands and serve
+	// --no-migrate refuse and say what to run (serve used to start and
+	// answer 500).
+	for _, args := range [][]string{{"stats"}, {"jobs", "list"}, {"serve", "--no-migrate", "--addr", "127.0.0.1:0"}} {
+		r := runCLI(t, bin, "", append(args, "--database-url", db)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "is not migrated (schema version 0 of ") || !strings.Contains(r.stderr, "run 'readpast migrate") {
+			t.Errorf("readpast %v on an unmigrated database: exit %d, stderr %q", args, r.code, r.stderr)
+		}
 	}
 	var ms struct{ Current, Latest, Pending int }
+	if out := mustCLI(t, bin, "", "migrate", "up", "--database-url", db); !strings.HasPrefix(out, "migrated the schema from version 0 to ") {
+		t.Errorf("migrate up = %q", out)
+	}
+	if out := mustCLI(t, bin, "", "migrate", "--database-url", db); !strings.HasPrefix(out, "schema was already up to date") {
+		t.Errorf("migrate up again = %q", out)
+	}
 	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", "migrate", "status", "--json", "--database-url", db)), &ms); err != nil ||
 		ms.Latest < 1 || ms.Current != ms.Latest || ms.Pending != 0 {
 		t.Errorf("migrate status --json after migrating: %+v %v", ms, err)
@@ -371,6 +587,20 @@ func runE2E(t *testing.T, bin, db string) {
 		"--max-batch", "50", "--rescue-interval", "100ms")
 	api := client{t: t, base: srv.base, token: "full-token"}
 	anon, ro := api.with(""), api.with("read-token")
+
+	// The log says what the server opened, without secrets.
+	wantDB := db
+	if isSQLite {
+		wantDB, _ = filepath.Abs(db)
+	} else {
+		wantDB = strings.Replace(db, ":"+pgPassword+"@", "@", 1)
+	}
+	if st, d := srv.listening["store"], srv.listening["database"]; st != map[bool]string{true: "sqlite", false: "postgres"}[isSQLite] || d != wantDB {
+		t.Errorf("listening record %v: want store and database %q", srv.listening, wantDB)
+	}
+	if strings.Contains(srv.log.String(), pgPassword) {
+		t.Errorf("the server logged the database password:\n%s", srv.log.String())
+	}
 
 	// Health, auth, documents.
 	anon.must("GET", "/healthz", "", 200, nil)
@@ -546,80 +776,124 @@ func runE2E(t *testing.T, bin, db string) {
 		}
 	}
 
-	// The CLI, on the same database while the server runs.
-	dbArg := []string{"--database-url", db}
+	// The CLI through the server (--url and --token, or the environment),
+	// and directly on the database (--database-url) while the server runs.
+	remote := []string{"--url", srv.base, "--token", "full-token"}
+	remoteEnv := []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=full-token"}
+	direct := []string{"--database-url", db}
 	var cj job
-	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "add", "--payload", `{"numbers":[1,2,3]}`, "--queue", "cli", "--priority", "-1", "--json"}, dbArg...)...)), &cj); err != nil || cj.Kind != "add" || cj.Queue != "cli" {
+	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "add", "--payload", `{"numbers":[1,2,3]}`, "--queue", "cli", "--priority", "-1", "--json"}, remote...)...)), &cj); err != nil || cj.Kind != "add" || cj.Queue != "cli" {
 		t.Fatalf("enqueue --json: %+v %v", cj, err)
 	}
-	if out := mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "plain", "--queue", "cli", "--run-at", "2030-01-01T00:00:00Z", "--max-attempts", "2", "--group", "cg"}, dbArg...)...); !strings.Contains(out, "state:") || !strings.Contains(out, "2030-01-01T00:00:00Z") {
+	if out := mustCLIEnv(t, bin, remoteEnv, "", "enqueue", "--kind", "plain", "--queue", "cli", "--run-at", "2030-01-01T00:00:00Z", "--max-attempts", "2", "--group", "cg"); !strings.Contains(out, "state:") || !strings.Contains(out, "2030-01-01T00:00:00Z") {
 		t.Errorf("enqueue table output = %q", out)
 	}
-	r := runCLI(t, bin, "", append([]string{"enqueue", "--kind", "x", "--payload", "{nope"}, dbArg...)...)
-	if r.code != 2 || !strings.Contains(r.stderr, "--payload") {
-		t.Errorf("enqueue with a bad payload: %+v", r)
+	if out := mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "direct", "--queue", "cli"}, direct...)...); !strings.Contains(out, "direct") {
+		t.Errorf("enqueue --database-url = %q", out)
 	}
-	r = runCLI(t, bin, "", append([]string{"enqueue", "--kind", "x", "--priority", "7777"}, dbArg...)...)
-	if r.code != 2 || !strings.Contains(r.stderr, "--priority") {
-		t.Errorf("enqueue with a bad priority: %+v", r)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--payload", "{nope"}, "--payload: not valid JSON"},
+		{[]string{"--priority", "7777"}, "--priority"},
+		// Payloads no store can keep are refused the same way before
+		// anything is sent (PostgreSQL used to answer SQLSTATE 22P05).
+		{[]string{"--payload", `{"s":"\u0000"}`}, `--payload: contains \u0000`},
+		{[]string{"--payload", `"\ud800"`}, "--payload: contains an unpaired UTF-16 surrogate"},
+		{[]string{"--payload", "\"\xff\""}, "--payload: not valid UTF-8"},
+	} {
+		r := runCLI(t, bin, "", append(append([]string{"enqueue", "--kind", "x"}, tc.args...), remote...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "SQLSTATE") {
+			t.Errorf("enqueue %v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.want)
+		}
 	}
 	lines := `{"kind":"s1","queue":"stdin"}` + "\n\n" + `{"kind":"s2","queue":"stdin","payload":[1]}` + "\n" + `{"kind":"s3","queue":"stdin","priority":5}` + "\n"
-	if out := mustCLI(t, bin, lines, append([]string{"enqueue", "--stdin"}, dbArg...)...); !strings.Contains(out, "enqueued 3 jobs") {
+	if out := mustCLIEnv(t, bin, remoteEnv, lines, "enqueue", "--stdin"); !strings.Contains(out, "enqueued 3 jobs") {
 		t.Errorf("enqueue --stdin = %q", out)
 	}
+	// More than the server's --max-batch (50) in one go: sent in batches.
+	var many strings.Builder
+	for i := range 120 {
+		fmt.Fprintf(&many, `{"kind":"m%d","queue":"many"}`+"\n", i)
+	}
+	if out := mustCLIEnv(t, bin, remoteEnv, many.String(), "enqueue", "--stdin"); !strings.Contains(out, "enqueued 120 jobs") {
+		t.Errorf("enqueue --stdin of 120 jobs = %q", out)
+	}
 	bad := `{"kind":"ok","queue":"stdin"}` + "\n" + `{"kind":"ok","queue":"stdin","max_attempts":"many"}` + "\n" + `{"kind":"ok","queue":"stdin"}` + "\n"
-	r = runCLI(t, bin, bad, append([]string{"enqueue", "--stdin"}, dbArg...)...)
+	r := runCLIEnv(t, bin, remoteEnv, bad, "enqueue", "--stdin")
 	if r.code != 2 || !strings.Contains(r.stderr, "line 2") || !strings.Contains(r.stderr, "max_attempts") {
 		t.Errorf("enqueue --stdin with a bad line: %+v", r)
 	}
-	if r := runCLI(t, bin, "", append([]string{"enqueue", "--stdin", "--kind", "x"}, dbArg...)...); r.code != 2 {
+	if r := runCLIEnv(t, bin, remoteEnv, "", "enqueue", "--stdin", "--kind", "x"); r.code != 2 {
 		t.Errorf("enqueue --stdin --kind: exit %d", r.code)
 	}
 	var stdinJobs jobsBody
-	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"jobs", "list", "--queue", "stdin", "--json"}, dbArg...)...)), &stdinJobs); err != nil {
+	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=read-token"}, "", "jobs", "list", "--queue", "stdin", "--json")), &stdinJobs); err != nil {
 		t.Fatal(err)
 	}
-	if len(stdinJobs.Jobs) != 3 || stdinJobs.NextCursor != nil {
-		t.Errorf("queue stdin after a good and a bad --stdin holds %d jobs, want 3", len(stdinJobs.Jobs))
+	if len(stdinJobs.Jobs) != 3 || stdinJobs.NextCursor != nil || strings.Join(strings.Fields(string(stdinJobs.Jobs[1].Payload)), "") != "[1]" {
+		t.Errorf("queue stdin after a good and a bad --stdin = %+v, want 3 jobs", stdinJobs)
 	}
-	out := mustCLI(t, bin, "", append([]string{"jobs", "list", "--queue", "stdin", "--limit", "2"}, dbArg...)...)
-	if !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 3 || !strings.Contains(out, "s3") {
-		t.Errorf("jobs list table = %q", out)
+	for _, target := range [][]string{remote, direct} {
+		out := mustCLI(t, bin, "", append([]string{"jobs", "list", "--queue", "stdin", "--limit", "2"}, target...)...)
+		if !strings.HasPrefix(out, "ID ") || strings.Count(out, "\n") != 3 || !strings.Contains(out, "s3") {
+			t.Errorf("jobs list table %v = %q", target, out)
+		}
+		if out := mustCLI(t, bin, "", append([]string{"stats"}, target...)...); !strings.Contains(out, "QUEUE") || !strings.Contains(out, "stdin") || !strings.Contains(out, "(all)") {
+			t.Errorf("stats %v = %q", target, out)
+		}
 	}
-	if r := runCLI(t, bin, "", append([]string{"jobs", "list", "--state", "nope"}, dbArg...)...); r.code != 2 {
+	var summary jobsBody
+	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"jobs", "list", "--queue", "stdin", "--json", "--summary"}, remote...)...)), &summary); err != nil ||
+		len(summary.Jobs) != 3 || summary.Jobs[1].Payload != nil || summary.Jobs[1].Kind != "s2" {
+		t.Errorf("jobs list --summary = %+v, %v", summary, err)
+	}
+	if r := runCLI(t, bin, "", append([]string{"jobs", "list", "--state", "nope"}, remote...)...); r.code != 2 {
 		t.Errorf("jobs list --state nope: exit %d", r.code)
 	}
 	id := fmt.Sprint(stdinJobs.Jobs[0].ID)
-	if out := mustCLI(t, bin, "", append([]string{"jobs", "show", id}, dbArg...)...); !strings.Contains(out, "s3") || !strings.Contains(out, "pending") {
+	if out := mustCLI(t, bin, "", append([]string{"jobs", "show", id}, remote...)...); !strings.Contains(out, "s3") || !strings.Contains(out, "pending") {
 		t.Errorf("jobs show = %q", out)
 	}
-	if out := mustCLI(t, bin, "", append([]string{"jobs", "cancel", id, "--json"}, dbArg...)...); !strings.Contains(out, `"cancelled"`) {
+	if out := mustCLI(t, bin, "", append([]string{"jobs", "cancel", id, "--json"}, remote...)...); !strings.Contains(out, `"cancelled"`) {
 		t.Errorf("jobs cancel = %q", out)
 	}
-	if r := runCLI(t, bin, "", append([]string{"jobs", "cancel", id}, dbArg...)...); r.code != 1 {
-		t.Errorf("cancelling twice: %+v", r)
+	for _, target := range [][]string{remote, direct} {
+		if r := runCLI(t, bin, "", append([]string{"jobs", "cancel", id}, target...)...); r.code != 1 || r.stderr != "readpast jobs cancel: cannot cancel job "+id+" in its state (see 'readpast jobs show "+id+"')\n" {
+			t.Errorf("cancelling twice %v: %+v", target, r)
+		}
+		if r := runCLI(t, bin, "", append([]string{"jobs", "show", "987654321"}, target...)...); r.code != 1 || r.stderr != "readpast jobs show: job 987654321 not found\n" {
+			t.Errorf("jobs show of a missing job %v: %+v", target, r)
+		}
 	}
-	if out := mustCLI(t, bin, "", append([]string{"jobs", "retry", id}, dbArg...)...); !strings.Contains(out, "pending") {
+	if out := mustCLI(t, bin, "", append([]string{"jobs", "retry", id}, direct...)...); !strings.Contains(out, "pending") {
 		t.Errorf("jobs retry = %q", out)
 	}
-	if r := runCLI(t, bin, "", append([]string{"jobs", "show", "987654321"}, dbArg...)...); r.code != 1 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("jobs show of a missing job: %+v", r)
-	}
-	if r := runCLI(t, bin, "", append([]string{"jobs", "show", "abc"}, dbArg...)...); r.code != 2 {
-		t.Errorf("jobs show abc: %+v", r)
-	}
-	if out := mustCLI(t, bin, "", append([]string{"stats"}, dbArg...)...); !strings.Contains(out, "QUEUE") || !strings.Contains(out, "stdin") || !strings.Contains(out, "(all)") {
-		t.Errorf("stats = %q", out)
+	for _, arg := range []string{"abc", "+1", "01"} {
+		if r := runCLI(t, bin, "", append([]string{"jobs", "show", arg}, remote...)...); r.code != 2 {
+			t.Errorf("jobs show %s: %+v", arg, r)
+		}
 	}
 	var cliStats struct {
 		Queues map[string]map[string]int64 `json:"queues"`
 	}
-	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"stats", "--json"}, dbArg...)...)), &cliStats); err != nil || cliStats.Queues["stdin"]["pending"] != 3 {
+	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, remoteEnv, "", "stats", "--json")), &cliStats); err != nil || cliStats.Queues["stdin"]["pending"] != 3 {
 		t.Errorf("stats --json: %+v %v", cliStats, err)
+	}
+	// Tokens: none, or a read-only one for a write.
+	if r := runCLI(t, bin, "", "stats", "--url", srv.base); r.code != 1 || !strings.Contains(r.stderr, "--token or $READPAST_TOKEN") {
+		t.Errorf("stats without a token: %+v", r)
+	}
+	if r := runCLI(t, bin, "", "enqueue", "--kind", "a", "--url", srv.base, "--token", "read-token"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
+		t.Errorf("enqueue with a read token: %+v", r)
+	}
+	if r := runCLI(t, bin, "", "stats", "--url", srv.base, "--database-url", db); r.code != 2 {
+		t.Errorf("stats with --url and --database-url: %+v", r)
 	}
 
 	// The Python worker runs add and fail jobs to their end.
-	runPythonWorker(t, api, srv.base)
+	runPythonWorker(t, bin, api, srv.base)
 
 	// Shutdown ends a long poll in flight and exits cleanly.
 	polled := make(chan int, 1)
@@ -646,9 +920,12 @@ func runE2E(t *testing.T, bin, db string) {
 	}
 }
 
-// runPythonWorker enqueues add and fail jobs, runs examples/python-worker
-// until it has handled them, and checks their final states.
-func runPythonWorker(t *testing.T, api client, base string) {
+// runPythonWorker follows examples/python-worker's README from its own
+// folder: it enqueues add and fail jobs with the readpast command (which
+// reaches the server through $READPAST_URL, creating no database there),
+// runs the worker until it has handled them, and checks their final
+// states.
+func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -658,21 +935,41 @@ func runPythonWorker(t *testing.T, api client, base string) {
 		t.Log("python3 not found: skipping the Python worker")
 		return
 	}
+	dir, err := filepath.Abs(filepath.Join("..", "..", "examples", "python-worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"READPAST_URL=" + base, "READPAST_TOKEN=full-token"}
 	var batch jobsBody
-	api.must("POST", "/v1/jobs/batch", `{"jobs":[
-		{"kind":"add","queue":"py","payload":{"numbers":[1,2,3]}},
-		{"kind":"add","queue":"py","payload":{"numbers":[10,-4,0.5]}},
-		{"kind":"add","queue":"py","payload":[]},
-		{"kind":"fail","queue":"py","payload":{"message":"on purpose"},"max_attempts":2}]}`, 201, &batch)
+	for _, args := range [][]string{
+		{"--kind", "add", "--payload", `{"numbers":[1,2,3]}`},
+		{"--kind", "add", "--payload", `{"numbers":[10,-4,0.5]}`},
+		{"--kind", "add", "--payload", `[]`},
+		{"--kind", "fail", "--payload", `{"message":"on purpose"}`, "--max-attempts", "2"},
+	} {
+		r := runCLIIn(t, bin, dir, env, "", append(append([]string{"enqueue"}, args...), "--queue", "py", "--json")...)
+		var j job
+		if err := json.Unmarshal([]byte(r.stdout), &j); r.code != 0 || err != nil {
+			t.Fatalf("readpast enqueue %v in %s: exit %d, %v\n%s", args, dir, r.code, err, r.stderr)
+		}
+		batch.Jobs = append(batch.Jobs, j)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "readpast.db")); err == nil {
+		t.Errorf("readpast enqueue created %s", filepath.Join(dir, "readpast.db"))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// 3 add jobs, and 2 attempts of the fail job.
-	cmd := exec.CommandContext(ctx, python, filepath.Join("..", "..", "examples", "python-worker", "worker.py"),
-		"--url", base, "--queue", "py", "--max-jobs", "5", "--wait", "5", "--lease", "5", "--heartbeat", "0.5", "--name", "py-e2e")
-	cmd.Env = childEnv("READPAST_TOKEN=full-token")
+	cmd := exec.CommandContext(ctx, python, "worker.py",
+		"--queue", "py", "--max-jobs", "5", "--wait", "5", "--lease", "5", "--heartbeat", "0.5", "--name", "py-e2e")
+	cmd.Dir = dir
+	cmd.Env = childEnv(env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("python worker: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "waiting for jobs") {
+		t.Errorf("the worker did not say it was waiting:\n%s", out)
 	}
 	wants := []struct{ state, result string }{
 		{"succeeded", `{"sum":6}`}, {"succeeded", `{"sum":6.5}`}, {"succeeded", `{"sum":0}`}, {"failed", ""},

@@ -17,31 +17,36 @@ import (
 	"github.com/readpast/readpast/httpapi"
 )
 
-// enqueueBatchSize is how many jobs one Store.Enqueue call inserts when
-// reading JSON lines.
-const enqueueBatchSize = 1000
+// Most jobs, and most bytes of job bodies, sent in one batch (the server's
+// defaults are 1000 jobs and 4 MiB a request). A server with lower limits
+// answers 413, and smaller batches follow.
+const (
+	enqueueBatchSize  = 1000
+	enqueueBatchBytes = 1 << 20
+)
 
 // maxLineBytes caps one JSON line on stdin.
 const maxLineBytes = 16 << 20
 
 // runEnqueue enqueues one job described by flags, or, with --stdin, one job
 // per JSON line on stdin (the body of POST /v1/jobs: {"kind", "payload",
-// "queue", "priority", "run_at", "max_attempts", "group"}).
+// "queue", "priority", "run_at", "max_attempts", "group"}), through a
+// server or directly into a database (see addTargetFlags).
 //
 // With --stdin every line is read and validated before anything is
 // enqueued, so a bad line (reported with its line number) enqueues nothing.
-// The valid jobs are then enqueued in batches of 1000, each batch atomic;
-// should the database fail midway, the jobs of the batches already
-// committed stay enqueued and the error says how many. Blank lines are
-// skipped. Progress goes to stderr when it is a terminal.
+// The valid jobs are then enqueued in batches of up to 1000, each batch
+// atomic; should a batch fail, the jobs of the batches already enqueued
+// stay enqueued and the error says how many. Blank lines are skipped.
+// Progress goes to stderr when it is a terminal.
 func runEnqueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return enqueueFrom(ctx, os.Stdin, args, stdout, stderr)
 }
 
 // enqueueFrom is runEnqueue reading JSON lines from stdin.
 func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("enqueue", "enqueue --kind KIND [flags] | enqueue --stdin [flags] < jobs.jsonl", stderr)
-	dbURL := dbFlag(fs)
+	fs := newFlagSet("enqueue", "enqueue --kind KIND [flags] | enqueue --stdin [flags] < jobs.jsonl", stdout)
+	tf := addTargetFlags(fs)
 	kind := fs.String("kind", "", "job kind (required without --stdin)")
 	payload := fs.String("payload", "{}", "job payload, a JSON value")
 	queue := fs.String("queue", readpast.DefaultQueue, "queue")
@@ -59,7 +64,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		return usagef("unexpected argument %q", pos[0])
 	}
 
-	var params []readpast.EnqueueParams
+	var jobs []json.RawMessage
 	if *fromStdin {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -68,11 +73,11 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 				return usagef("--%s cannot be used with --stdin: put it in each JSON line", name)
 			}
 		}
-		params, err = readJobLines(stdin, time.Now())
+		jobs, err = readJobLines(stdin, time.Now())
 		if err != nil {
 			return err
 		}
-		if len(params) == 0 {
+		if len(jobs) == 0 {
 			fmt.Fprintln(stderr, "no jobs on stdin")
 			return nil
 		}
@@ -97,53 +102,63 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		if err != nil {
 			return fmt.Errorf("encode job: %w", err)
 		}
-		p, err := httpapi.ParseEnqueue(body, time.Now())
-		if err != nil {
+		if _, err := httpapi.ParseEnqueue(body, time.Now()); err != nil {
 			return usageError{flagError(err)}
 		}
-		params = []readpast.EnqueueParams{p}
+		jobs = []json.RawMessage{body}
 	}
 
-	store, err := openStore(ctx, databaseURL(*dbURL), nil)
+	b, err := tf.open(ctx, false)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer b.close()
 
 	if !*fromStdin {
-		jobs, err := store.Enqueue(ctx, params)
-		if err != nil {
-			return fmt.Errorf("enqueue: %w", err)
+		out, err := b.enqueue(ctx, jobs)
+		switch {
+		case errors.Is(err, errTooLarge):
+			return fmt.Errorf("enqueue: the job is larger than the server accepts (its --max-body-bytes): %w", err)
+		case err != nil:
+			return fmt.Errorf("enqueue: %w", flagError(err))
 		}
 		if *asJSON {
-			return writeJSON(stdout, httpapi.NewJob(jobs[0]))
+			return writeJSON(stdout, out[0])
 		}
-		return printJob(stdout, jobs[0])
+		return printJob(stdout, out[0])
 	}
 
 	progress := isTerminal(stderr)
 	enc := json.NewEncoder(stdout)
-	done := 0
-	for done < len(params) {
-		end := min(done+enqueueBatchSize, len(params))
-		jobs, err := store.Enqueue(ctx, params[done:end])
+	done, size := 0, enqueueBatchSize
+	for done < len(jobs) {
+		end, bytes := done, 0
+		for end < len(jobs) && end-done < size && (end == done || bytes+len(jobs[end]) <= enqueueBatchBytes) {
+			bytes += len(jobs[end])
+			end++
+		}
+		out, err := b.enqueue(ctx, jobs[done:end])
+		if errors.Is(err, errTooLarge) && end-done > 1 {
+			size = (end - done) / 2 // nothing was stored: send fewer at a time
+			continue
+		}
 		if err != nil {
 			if progress {
 				fmt.Fprintln(stderr)
 			}
 			return fmt.Errorf("enqueue jobs %d to %d of %d: %w (the %d jobs before them were enqueued)",
-				done+1, end, len(params), err, done)
+				done+1, end, len(jobs), err, done)
 		}
 		if *asJSON {
-			for _, j := range jobs {
-				if err := enc.Encode(httpapi.NewJob(j)); err != nil {
+			for _, j := range out {
+				if err := enc.Encode(j); err != nil {
 					return fmt.Errorf("write output: %w", err)
 				}
 			}
 		}
 		done = end
 		if progress {
-			fmt.Fprintf(stderr, "\renqueued %d/%d", done, len(params))
+			fmt.Fprintf(stderr, "\renqueued %d/%d", done, len(jobs))
 		}
 	}
 	if progress {
@@ -155,12 +170,13 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	return nil
 }
 
-// readJobLines reads and validates every JSON line of r. It stops at the
-// first bad line and names its (1-based) line number.
-func readJobLines(r io.Reader, now time.Time) ([]readpast.EnqueueParams, error) {
+// readJobLines reads and validates every JSON line of r, and returns the
+// lines (without surrounding space). It stops at the first bad line and
+// names its (1-based) line number.
+func readJobLines(r io.Reader, now time.Time) ([]json.RawMessage, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
-	var out []readpast.EnqueueParams
+	var out []json.RawMessage
 	line := 0
 	for sc.Scan() {
 		line++
@@ -168,11 +184,10 @@ func readJobLines(r io.Reader, now time.Time) ([]readpast.EnqueueParams, error) 
 		if len(b) == 0 {
 			continue
 		}
-		p, err := httpapi.ParseEnqueue(b, now)
-		if err != nil {
+		if _, err := httpapi.ParseEnqueue(b, now); err != nil {
 			return nil, usagef("line %d: %v (nothing was enqueued)", line, err)
 		}
-		out = append(out, p)
+		out = append(out, bytes.Clone(b))
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {

@@ -6,22 +6,23 @@ import (
 	"io"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/httpapi"
 )
+
+// jobsUsage is the synopsis of `readpast jobs`.
+const jobsUsage = "Usage: readpast jobs list|show|cancel|retry [flags]"
 
 // runJobs runs `jobs list|show|cancel|retry`.
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: readpast jobs list|show|cancel|retry [flags]")
-		return usagef("missing action")
+		return usagef("missing action: want list, show, cancel or retry")
 	}
 	switch args[0] {
 	case "list":
 		return runJobsList(ctx, args[1:], stdout, stderr)
 	case "show", "cancel", "retry":
-		return runJobsOne(ctx, args[0], args[1:], stdout, stderr)
+		return runJobsOne(ctx, args[0], args[1:], stdout)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, "Usage: readpast jobs list|show|cancel|retry [flags]")
+		fmt.Fprintln(stdout, jobsUsage)
 		return nil
 	}
 	return usagef("unknown action %q: want list, show, cancel or retry", args[0])
@@ -29,8 +30,8 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // runJobsList lists jobs, newest first, one page at a time.
 func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jobs list", "jobs list [flags]", stderr)
-	dbURL := dbFlag(fs)
+	fs := newFlagSet("jobs list", "jobs list [flags]", stdout)
+	tf := addTargetFlags(fs)
 	queue := fs.String("queue", "", "only jobs of this queue")
 	state := fs.String("state", "", "only jobs in this state: pending, running, succeeded, failed or cancelled")
 	kind := fs.String("kind", "", "only jobs of this kind")
@@ -38,6 +39,7 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	limit := fs.Int("limit", 100, "most jobs to list (1 to 1000)")
 	cursor := fs.String("cursor", "", "continue after a previous page (its next cursor)")
 	asJSON := fs.Bool("json", false, `print JSON: {"jobs": [...], "next_cursor": ...}`)
+	summary := fs.Bool("summary", false, "with --json, leave out payloads, results and errors")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -56,45 +58,38 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{err}
 	}
 
-	store, err := openStore(ctx, databaseURL(*dbURL), nil)
+	b, err := tf.open(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	res, err := store.List(ctx, p)
+	defer b.close()
+	// The table shows no payloads: do not fetch them.
+	page, err := b.list(ctx, p, *summary || !*asJSON)
 	if err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
 	if *asJSON {
-		out := struct {
-			Jobs       []httpapi.Job `json:"jobs"`
-			NextCursor *string       `json:"next_cursor"`
-		}{Jobs: httpapi.NewJobs(res.Jobs)}
-		if res.Next != "" {
-			out.NextCursor = &res.Next
-		}
-		return writeJSON(stdout, out)
+		return writeJSON(stdout, page)
 	}
-	if err := printJobs(stdout, res.Jobs); err != nil {
+	if err := printJobs(stdout, page.Jobs); err != nil {
 		return err
 	}
-	if res.Next != "" {
-		fmt.Fprintf(stderr, "more: --cursor %s\n", res.Next)
+	if page.NextCursor != nil {
+		fmt.Fprintf(stderr, "more: --cursor %s\n", *page.NextCursor)
 	}
 	return nil
 }
 
 // runJobsOne runs show, cancel or retry on one job id.
-func runJobsOne(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("jobs "+action, "jobs "+action+" ID [flags]", stderr)
-	dbURL := dbFlag(fs)
+func runJobsOne(ctx context.Context, action string, args []string, stdout io.Writer) error {
+	fs := newFlagSet("jobs "+action, "jobs "+action+" ID [flags]", stdout)
+	tf := addTargetFlags(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		fs.Usage()
 		return usagef("want exactly one job id")
 	}
 	id, err := parseJobID(pos[0])
@@ -102,25 +97,17 @@ func runJobsOne(ctx context.Context, action string, args []string, stdout, stder
 		return err
 	}
 
-	store, err := openStore(ctx, databaseURL(*dbURL), nil)
+	b, err := tf.open(ctx, action == "show")
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	var job *readpast.Job
-	switch action {
-	case "show":
-		job, err = store.Get(ctx, id)
-	case "cancel":
-		job, err = store.Cancel(ctx, id)
-	case "retry":
-		job, err = store.Retry(ctx, id)
-	}
+	defer b.close()
+	job, err := b.job(ctx, action, id)
 	if err != nil {
-		return fmt.Errorf("%s job %d: %w", action, id, err)
+		return describeJobError(action, id, err)
 	}
 	if *asJSON {
-		return writeJSON(stdout, httpapi.NewJob(job))
+		return writeJSON(stdout, job)
 	}
 	return printJob(stdout, job)
 }

@@ -10,9 +10,13 @@
 //	readpast stats    [--json]
 //	readpast version  [--json]
 //
-// Every command but serve and version talks to the database directly, named
-// by --database-url or READPAST_DATABASE_URL: a postgres:// URL, or a SQLite
-// file path; by default ./readpast.db.
+// enqueue, jobs and stats talk to a readpast server's HTTP API (--url or
+// READPAST_URL, default http://127.0.0.1:8080, with --token or
+// READPAST_TOKEN), or, given --database-url (or READPAST_DATABASE_URL
+// without READPAST_URL), to an existing database directly. serve and
+// migrate open the database named by --database-url or
+// READPAST_DATABASE_URL: a postgres:// URL, or a SQLite file path; by
+// default ./readpast.db. Commands that only read never create a database.
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 // command is one subcommand.
@@ -64,6 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		if name == "jobs" && len(args) > 1 && slices.Contains([]string{"list", "show", "cancel", "retry"}, args[1]) {
+			name += " " + args[1] // messages name the action
+		}
 		switch {
 		case err == nil:
 			return 0
@@ -73,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var ue usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintf(stderr, "readpast %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "Run 'readpast %s -h' for usage.\n", name)
 			return 2
 		}
 		fmt.Fprintf(stderr, "readpast %s: %v\n", name, err)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/stores"
 )
 
 // versionStatus is what `migrate status --json` prints for a store that
@@ -54,12 +56,13 @@ type migrateStatus struct {
 }
 
 // runMigrate runs `migrate [up|status]`: up (the default) brings the schema
-// up to date; status reports it.
+// up to date, creating a SQLite database that does not exist yet; status
+// reports it and changes nothing (a missing database is an error).
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("migrate", "migrate [up|status] [flags]", stderr)
-	dbURL := dbFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(fs, args)
+	flags := newFlagSet("migrate", "migrate [up|status] [flags]", stdout)
+	dbURL := dbFlag(flags)
+	asJSON := flags.Bool("json", false, "print JSON")
+	pos, err := parseFlags(flags, args)
 	if err != nil {
 		return err
 	}
@@ -73,54 +76,72 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if action != "up" && action != "status" {
 		return usagef("unknown action %q: want up or status", action)
 	}
+	url := databaseURL(*dbURL)
 
-	// Open without migrating, so that status changes nothing and up
-	// reports what Migrate itself says.
-	store, err := openStoreNoMigrate(ctx, databaseURL(*dbURL), nil)
+	if action == "status" {
+		store, err := stores.OpenWith(ctx, url, stores.Options{ReadOnly: true})
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no database at %s ('readpast migrate %s' creates it)", stores.Redact(url), dbArg(url))
+		}
+		if err != nil {
+			return fmt.Errorf("open database: %w", err)
+		}
+		defer store.Close()
+		return printStatus(ctx, store, *asJSON, stdout)
+	}
+
+	// Open without migrating, so that up reports what Migrate itself does.
+	store, err := stores.OpenWith(ctx, url, stores.Options{SkipMigrate: true})
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer store.Close()
+	before, err := schemaStatus(ctx, store)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-
-	if action == "up" {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		st, err := schemaStatus(ctx, store)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, st)
-		}
-		if st.Current >= 0 {
-			fmt.Fprintf(stdout, "schema is up to date (version %d)\n", st.Current)
-		} else {
-			fmt.Fprintln(stdout, "schema is up to date")
-		}
-		return nil
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
+	after, err := schemaStatus(ctx, store)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(stdout, after)
+	}
+	switch {
+	case after.Current < 0:
+		fmt.Fprintln(stdout, "schema is up to date")
+	case before.Current == after.Current:
+		fmt.Fprintf(stdout, "schema was already up to date (version %d)\n", after.Current)
+	default:
+		fmt.Fprintf(stdout, "migrated the schema from version %d to %d\n", before.Current, after.Current)
+	}
+	return nil
+}
 
+// printStatus prints the schema status of store.
+func printStatus(ctx context.Context, store readpast.Store, asJSON bool, stdout io.Writer) error {
 	if sv, ok := store.(readpast.SchemaVersioner); ok {
 		cur, latest, err := sv.SchemaVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("schema version: %w", err)
 		}
 		vs := newVersionStatus(cur, latest)
-		if *asJSON {
+		if asJSON {
 			return writeJSON(stdout, vs)
 		}
 		fmt.Fprintln(stdout, vs)
 		return nil
 	}
-
 	// A store that does not report its version: check that the schema
 	// answers a query.
 	st, err := schemaStatus(ctx, store)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(stdout, st)
 	}
 	if st.UpToDate {

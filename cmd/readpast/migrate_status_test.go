@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/readpast/readpast/sqlite"
@@ -47,12 +51,30 @@ func TestMigrateStatusSQLite(t *testing.T) {
 		}
 	}
 
+	// A missing database is an error naming it, and status creates nothing.
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"migrate", "status", "--database-url", db}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "no database at "+db) {
+		t.Errorf("migrate status of a missing database: exit %d, %q", code, stderr.String())
+	}
+	if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("migrate status created %s: %v", db, err)
+	}
+	// An empty file is an empty database.
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	check("before migrating", 0, latest, pendingText(latest))
 	// status changes nothing: still unmigrated.
 	check("status again", 0, latest, pendingText(latest))
 
-	cli("migrate", "up")
+	if out, want := cli("migrate", "up"), fmt.Sprintf("migrated the schema from version 0 to %d\n", latest); out != want {
+		t.Errorf("migrate up = %q, want %q", out, want)
+	}
 	check("after migrating", latest, 0, "up to date")
+	if out, want := cli("migrate"), fmt.Sprintf("schema was already up to date (version %d)\n", latest); out != want {
+		t.Errorf("migrate again = %q, want %q", out, want)
+	}
 
 	// A newer readpast migrated the database.
 	s, err := sqlite.Open(ctx, db, sqlite.Options{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/httpapi"
+	"github.com/readpast/readpast/stores"
 )
 
 // Environment variables serve reads tokens from, comma-separated.
@@ -43,7 +45,7 @@ func (l *stringList) Set(s string) error {
 // waits for requests in flight (up to --shutdown-timeout), and closes the
 // store. It also runs the lease rescuer in the background.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", "serve [flags]", stderr)
+	fs := newFlagSet("serve", "serve [flags]", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port)")
 	dbURL := dbFlag(fs)
 	noMigrate := fs.Bool("no-migrate", false, "do not migrate the database at start")
@@ -56,7 +58,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
 	maxBatch := fs.Int("max-batch", httpapi.DefaultMaxBatch, "most jobs in one batch enqueue")
+	maxResponse := fs.Int64("max-response-bytes", httpapi.DefaultMaxResponseBytes,
+		"byte budget of a list or claim response: fewer jobs (and a cursor) beyond it")
+	writeTimeout := fs.Duration("write-timeout", httpapi.DefaultWriteTimeout,
+		"how long a client may take to read a response (a long poll's wait is added)")
 	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
+	metricsQueues := fs.Int("metrics-max-queues", httpapi.DefaultMetricsMaxQueues,
+		"queues with series of their own in /metrics; the rest are summed under queue=\"_other\"")
+	metricsKinds := fs.Int("metrics-max-kinds", httpapi.DefaultMetricsMaxKinds,
+		"kinds with series of their own in /metrics; the rest are counted under kind=\"_other\"")
 	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
 	var keep readpast.Retention
@@ -70,11 +80,23 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if *maxBody < 1 || *maxBatch < 1 {
-		return usagef("--max-body-bytes and --max-batch must be positive")
+	if *maxBody < 1 || *maxBatch < 1 || *maxResponse < 1 {
+		return usagef("--max-body-bytes, --max-batch and --max-response-bytes must be positive")
+	}
+	if *writeTimeout <= 0 {
+		return usagef("--write-timeout must be positive")
+	}
+	if *metricsQueues < 1 || *metricsKinds < 1 {
+		return usagef("--metrics-max-queues and --metrics-max-kinds must be positive")
 	}
 	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
 		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
+	}
+	if *rescueEvery <= 0 {
+		return usagef("--rescue-interval must be positive (expired leases are rescued that often)")
+	}
+	if *shutdownTimeout <= 0 {
+		return usagef("--shutdown-timeout must be positive")
 	}
 
 	log, err := newLogger(stderr, *logFormat, *logLevel)
@@ -99,11 +121,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	open := openStore
-	if *noMigrate {
-		open = openStoreNoMigrate
+	url := databaseURL(*dbURL)
+	kind, _, err := stores.Parse(url)
+	if err != nil {
+		return usagef("--database-url: %v", err)
 	}
-	store, err := open(ctx, databaseURL(*dbURL), log)
+	store, err := openForServe(ctx, url, *noMigrate, log)
 	if err != nil {
 		return err
 	}
@@ -112,11 +135,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("close store", slog.Any("error", err))
 		}
 	}()
-	if !*noMigrate {
-		if err := store.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-	}
 
 	var reg *prometheus.Registry
 	if !*noMetrics {
@@ -125,15 +143,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	closing := make(chan struct{})
 	handler, err := httpapi.New(httpapi.Config{
-		Store:        store,
-		Logger:       log,
-		Registry:     reg,
-		Tokens:       full,
-		ReadTokens:   read,
-		AllowedHosts: hosts,
-		MaxBodyBytes: *maxBody,
-		MaxBatch:     *maxBatch,
-		Closing:      closing,
+		Store:            store,
+		Logger:           log,
+		Registry:         reg,
+		Tokens:           full,
+		ReadTokens:       read,
+		AllowedHosts:     hosts,
+		MaxBodyBytes:     *maxBody,
+		MaxBatch:         *maxBatch,
+		MaxResponseBytes: *maxResponse,
+		WriteTimeout:     *writeTimeout,
+		MetricsMaxQueues: *metricsQueues,
+		MetricsMaxKinds:  *metricsKinds,
+		Closing:          closing,
 	})
 	if err != nil {
 		return err
@@ -165,6 +187,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("listening",
 		slog.String("addr", ln.Addr().String()),
+		slog.String("store", string(kind)),
+		slog.String("database", stores.Redact(url)),
 		slog.Bool("auth", len(full)+len(read) > 0),
 		slog.Bool("metrics", reg != nil))
 
@@ -187,6 +211,37 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// openForServe opens the database serve runs on. It migrates it (creating
+// a SQLite file that does not exist) unless noMigrate; with noMigrate the
+// database must exist and its schema be the one this readpast uses, and
+// serve refuses to start otherwise.
+func openForServe(ctx context.Context, url string, noMigrate bool, log *slog.Logger) (readpast.Store, error) {
+	if noMigrate {
+		st, err := stores.OpenWith(ctx, url, stores.Options{Logger: log, Existing: true})
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: with --no-migrate the database must exist; run 'readpast migrate %s' first",
+				stores.Redact(url), dbArg(url))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open database: %w", err)
+		}
+		if err := checkSchema(ctx, st, url); err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := stores.OpenWith(ctx, url, stores.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate %s: %w", stores.Redact(url), err)
+	}
+	return st, nil
 }
 
 // newLogger makes the slog logger for --log-format and --log-level.

@@ -9,15 +9,14 @@ import (
 	"text/tabwriter"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/httpapi"
 )
 
 // runStats prints job counts per queue and state: a table with a row per
 // queue, a column per state and a total row, or with --json the body of GET
 // /v1/stats.
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("stats", "stats [flags]", stderr)
-	dbURL := dbFlag(fs)
+	fs := newFlagSet("stats", "stats [flags]", stdout)
+	tf := addTargetFlags(fs)
 	asJSON := fs.Bool("json", false, `print JSON: {"queues": {QUEUE: {STATE: COUNT}}, "totals": {STATE: COUNT}}`)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -26,16 +25,15 @@ func runStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	store, err := openStore(ctx, databaseURL(*dbURL), nil)
+	b, err := tf.open(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	stats, err := store.Stats(ctx)
+	defer b.close()
+	res, err := b.stats(ctx)
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	res := httpapi.NewStatsResponse(stats)
 	if *asJSON {
 		return writeJSON(stdout, res)
 	}

@@ -22,7 +22,7 @@ type versionInfo struct {
 
 // runVersion prints the version of this binary.
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", "version [--json]", stderr)
+	fs := newFlagSet("version", "version [--json]", stdout)
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

@@ -126,6 +126,9 @@ def handle_sleep(payload):
 
 HANDLERS = {"add": handle_add, "fail": handle_fail, "sleep": handle_sleep}
 
+# How often an idle worker says it is still waiting.
+IDLE_LOG_SECONDS = 60
+
 
 class Heartbeat(threading.Thread):
     """Extends a job's lease every interval until stopped.
@@ -216,6 +219,8 @@ class Worker:
     def run(self):
         done = 0
         backoff = 0.5
+        self.log("waiting for jobs on %s at %s" % (", ".join(self.args.queue), self.client.base_url))
+        idle_since = time.monotonic()
         while not self.stopping.is_set():
             limit = 1
             if self.args.max_jobs:
@@ -236,9 +241,13 @@ class Worker:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 10)
                 continue
+            if not jobs and time.monotonic() - idle_since >= IDLE_LOG_SECONDS:
+                self.log("no jobs in the last %d s; still waiting" % (time.monotonic() - idle_since))
+                idle_since = time.monotonic()
             for job in jobs:
                 self.process(job)
                 done += 1
+                idle_since = time.monotonic()
             if self.args.once or (self.args.max_jobs and done >= self.args.max_jobs):
                 break
         self.log("processed %d job(s)" % done)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/httpapi"
+)
+
+// direct is a backend on a database opened directly (--database-url). It
+// answers what the HTTP API would, in the same wire form.
+type direct struct {
+	store   readpast.Store
+	timeout time.Duration
+}
+
+func (d *direct) close() error { return d.store.Close() }
+
+func (d *direct) enqueue(ctx context.Context, jobs []json.RawMessage) ([]httpapi.Job, error) {
+	now := time.Now()
+	ps := make([]readpast.EnqueueParams, len(jobs))
+	for i, raw := range jobs {
+		p, err := httpapi.ParseEnqueue(raw, now)
+		if err != nil {
+			return nil, err
+		}
+		ps[i] = p
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	out, err := d.store.Enqueue(ctx, ps)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.NewJobs(out), nil
+}
+
+func (d *direct) list(ctx context.Context, p readpast.ListParams, summary bool) (listPage, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	res, err := d.store.List(ctx, p)
+	if err != nil {
+		return listPage{}, err
+	}
+	page := listPage{Jobs: make([]json.RawMessage, 0, len(res.Jobs))}
+	for _, j := range res.Jobs {
+		var v any = httpapi.NewJob(j)
+		if summary {
+			v = httpapi.NewJobSummary(j)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return listPage{}, fmt.Errorf("encode job %d: %w", j.ID, err)
+		}
+		page.Jobs = append(page.Jobs, b)
+	}
+	if res.Next != "" {
+		page.NextCursor = &res.Next
+	}
+	return page, nil
+}
+
+func (d *direct) job(ctx context.Context, action string, id int64) (httpapi.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	var j *readpast.Job
+	var err error
+	switch action {
+	case "show":
+		j, err = d.store.Get(ctx, id)
+	case "cancel":
+		j, err = d.store.Cancel(ctx, id)
+	case "retry":
+		j, err = d.store.Retry(ctx, id)
+	default:
+		return httpapi.Job{}, fmt.Errorf("unknown action %q", action)
+	}
+	if err != nil {
+		return httpapi.Job{}, err
+	}
+	return httpapi.NewJob(j), nil
+}
+
+func (d *direct) stats(ctx context.Context) (httpapi.StatsResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	st, err := d.store.Stats(ctx)
+	if err != nil {
+		return httpapi.StatsResponse{}, err
+	}
+	return httpapi.NewStatsResponse(st), nil
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/httpapi"
+)
+
+// errTooLarge is what a server answers a batch or body over its limits
+// with (413); the enqueue command sends smaller batches then.
+var errTooLarge = errors.New("request too large for the server")
+
+// remote is a backend that talks to a readpast server's HTTP API.
+type remote struct {
+	base  string // the server URL without a trailing slash
+	token string
+	hc    *http.Client
+}
+
+// newRemote returns a backend for the server at rawURL.
+func newRemote(rawURL, token string, timeout time.Duration) (*remote, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return nil, usagef("server URL %q: want http://HOST:PORT or https://HOST:PORT", rawURL)
+	}
+	return &remote{
+		base:  strings.TrimSuffix(u.String(), "/"),
+		token: token,
+		hc:    &http.Client{Timeout: timeout},
+	}, nil
+}
+
+func (c *remote) close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+// remoteError is an error response of the server.
+type remoteError struct {
+	status int
+	detail httpapi.ErrorDetail
+}
+
+func (e *remoteError) Error() string {
+	msg := e.detail.Message
+	if e.detail.Field != "" {
+		msg = e.detail.Field + ": " + msg
+	}
+	switch e.detail.Code {
+	case httpapi.CodeUnauthorized:
+		msg += "; give the server's token with --token or $" + envToken
+	case httpapi.CodeForbidden:
+		msg += "; this needs a full-access token"
+	}
+	return fmt.Sprintf("%s (HTTP %d %s)", msg, e.status, e.detail.Code)
+}
+
+// Is lets callers branch on server errors with readpast's sentinels.
+func (e *remoteError) Is(target error) bool {
+	switch e.detail.Code {
+	case httpapi.CodeNotFound:
+		// Not an unknown route, which is also 404 not_found.
+		return target == readpast.ErrNotFound && e.detail.Message == "job not found"
+	case httpapi.CodeStaleToken:
+		return target == readpast.ErrStaleToken
+	case httpapi.CodeInvalidState:
+		return target == readpast.ErrInvalidState
+	case httpapi.CodeInvalidField:
+		return target == readpast.ErrInvalid
+	case httpapi.CodeUnavailable:
+		return target == readpast.ErrUnavailable
+	case httpapi.CodeTooLarge, httpapi.CodeBatchTooLarge:
+		return target == errTooLarge
+	}
+	return false
+}
+
+// do sends a request with body (JSON-encoded unless nil) and decodes a 2xx
+// response into out.
+func (c *remote) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.unreachable(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%w: reading the answer of %s: %w", readpast.ErrUnavailable, c.base, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var eb httpapi.ErrorBody
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+			return fmt.Errorf("%s answered HTTP %d: %.200s (is it a readpast server?)", c.base, resp.StatusCode, bytes.TrimSpace(b))
+		}
+		return &remoteError{status: resp.StatusCode, detail: eb.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s answered %.100s: %w (is it a readpast server?)", c.base, bytes.TrimSpace(b), err)
+		}
+	}
+	return nil
+}
+
+// unreachable words an error that got no answer from the server.
+func (c *remote) unreachable(err error) error {
+	var hint string
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		hint = "; is 'readpast serve' running there? Name another server with --url or $" + envURL +
+			", or open a database directly with --database-url"
+	case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
+		hint = fmt.Sprintf("; no answer within %s (--timeout)", c.hc.Timeout)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("%w: cannot reach the readpast server at %s: %w%s", readpast.ErrUnavailable, c.base, err, hint)
+}
+
+func (c *remote) enqueue(ctx context.Context, jobs []json.RawMessage) ([]httpapi.Job, error) {
+	if len(jobs) == 1 {
+		var j httpapi.Job
+		if err := c.do(ctx, http.MethodPost, "/v1/jobs", jobs[0], &j); err != nil {
+			return nil, err
+		}
+		return []httpapi.Job{j}, nil
+	}
+	var out httpapi.JobsResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/batch", map[string]any{"jobs": jobs}, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Jobs) != len(jobs) {
+		return nil, fmt.Errorf("the server enqueued %d jobs for %d sent", len(out.Jobs), len(jobs))
+	}
+	return out.Jobs, nil
+}
+
+func (c *remote) list(ctx context.Context, p readpast.ListParams, summary bool) (listPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"queue": p.Queue, "state": string(p.State), "kind": p.Kind, "group": p.Group, "cursor": p.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if summary {
+		q.Set("summary", "true")
+	}
+	var page listPage
+	err := c.do(ctx, http.MethodGet, "/v1/jobs?"+q.Encode(), nil, &page)
+	return page, err
+}
+
+func (c *remote) job(ctx context.Context, action string, id int64) (httpapi.Job, error) {
+	path := "/v1/jobs/" + strconv.FormatInt(id, 10)
+	method := http.MethodGet
+	if action != "show" {
+		method, path = http.MethodPost, path+"/"+action
+	}
+	var j httpapi.Job
+	err := c.do(ctx, method, path, nil, &j)
+	return j, err
+}
+
+func (c *remote) stats(ctx context.Context) (httpapi.StatsResponse, error) {
+	var st httpapi.StatsResponse
+	err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st)
+	return st, err
+}
