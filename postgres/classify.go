@@ -57,6 +57,12 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %w", readpast.ErrUnavailable, err)
 }
 
+// opErr names the operation that failed with err, marking err with
+// readpast.ErrUnavailable when it is (classify).
+func opErr(op string, err error) error {
+	return fmt.Errorf("%s: %w", op, classify(err))
+}
+
 // IsUnavailable is the package's IsUnavailable, as a method so that code
 // holding a readpast.Store (the HTTP API) can ask without importing this
 // package.

@@ -86,11 +86,11 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	}
 	rows, err := q.Query(ctx, enqueueSQL, args...)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, opErr("enqueue", err)
 	}
 	out, err := collectJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, opErr("enqueue", err)
 	}
 	return out, nil
 }
@@ -129,7 +129,7 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, opErr("claim", err)
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
@@ -152,11 +152,11 @@ func claim(ctx context.Context, q querier, p readpast.ClaimParams, token string)
 	rows, err := q.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, opErr("claim", err)
 	}
 	jobs, err := collectJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, opErr("claim", err)
 	}
 	return jobs, nil
 }
@@ -175,7 +175,7 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return opErr("connect", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for {
@@ -343,14 +343,14 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 		}
 		done, err := pairSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
 		if err != nil {
-			return nil, fmt.Errorf("complete: %w", err)
+			return nil, opErr("complete", err)
 		}
 		if err := explain(ctx, q, b, done, errs, true); err != nil {
-			return nil, fmt.Errorf("complete: %w", err)
+			return nil, opErr("complete", err)
 		}
 	}
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
-		return nil, fmt.Errorf("complete: %w", err)
+		return nil, opErr("complete", err)
 	}
 	readpast.SettleRepeats(errs, first, true)
 	return errs, nil
@@ -403,15 +403,15 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		if len(b.ids) > 0 {
 			done, err := pairSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
 			if err != nil {
-				return nil, fmt.Errorf("fail: %w", err)
+				return nil, opErr("fail", err)
 			}
 			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
-				return nil, fmt.Errorf("fail: %w", err)
+				return nil, opErr("fail", err)
 			}
 			s.hub.Broadcast() // a retry may be claimable now
 		}
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
-			return nil, fmt.Errorf("fail: %w", err)
+			return nil, opErr("fail", err)
 		}
 		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
@@ -433,7 +433,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("extend: %w", err)
+		return time.Time{}, opErr("extend", err)
 	}
 	return exp.UTC(), nil
 }
@@ -450,7 +450,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		return n, err
 	})
 	if err != nil {
-		return fmt.Errorf("release: %w", err)
+		return opErr("release", err)
 	}
 	if n == 0 {
 		return s.staleOrMissing(ctx, id)
@@ -474,7 +474,7 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 		return nil, s.notLive(ctx, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cancel: %w", err)
+		return nil, opErr("cancel", err)
 	}
 	return j, nil
 }
@@ -486,7 +486,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 		return nil, s.notLive(ctx, id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("retry: %w", err)
+		return nil, opErr("retry", err)
 	}
 	s.hub.Broadcast()
 	return j, nil
@@ -507,7 +507,7 @@ func (s *Store) Get(ctx context.Context, id int64) (*readpast.Job, error) {
 		return nil, fmt.Errorf("job %d: %w", id, readpast.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get job %d: %w", id, err)
+		return nil, opErr(fmt.Sprintf("get job %d", id), err)
 	}
 	return j, nil
 }
@@ -525,11 +525,11 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	// One row more than the page says whether another page follows.
 	rows, err := s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1)
 	if err != nil {
-		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
+		return readpast.ListResult{}, opErr("list", err)
 	}
 	jobs, err := collectJobs(rows)
 	if err != nil {
-		return readpast.ListResult{}, fmt.Errorf("list: %w", err)
+		return readpast.ListResult{}, opErr("list", err)
 	}
 	res := readpast.ListResult{Jobs: jobs}
 	if len(jobs) > p.Limit {
@@ -543,7 +543,7 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	rows, err := s.pool.Query(ctx, statsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		return nil, opErr("stats", err)
 	}
 	defer rows.Close()
 	var out []readpast.QueueStats
@@ -551,13 +551,13 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 		var st readpast.QueueStats
 		var state string
 		if err := rows.Scan(&st.Queue, &state, &st.Count); err != nil {
-			return nil, fmt.Errorf("stats: %w", err)
+			return nil, opErr("stats", err)
 		}
 		st.State = readpast.JobState(state)
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		return nil, opErr("stats", err)
 	}
 	readpast.SortStats(out)
 	return out, nil
@@ -573,7 +573,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 		return n, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("rescue: %w", err)
+		return 0, opErr("rescue", err)
 	}
 	if n > 0 {
 		s.hub.Broadcast()
@@ -589,7 +589,7 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	if _, err := retryDeadlock(ctx, func() (pgconn.CommandTag, error) {
 		return s.pool.Exec(ctx, setGroupLimitSQL, group, limit)
 	}); err != nil {
-		return fmt.Errorf("set group limit: %w", err)
+		return opErr("set group limit", err)
 	}
 	s.hub.Broadcast()
 	return nil
@@ -606,7 +606,7 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	}
 	tag, err := s.pool.Exec(ctx, pruneGroupsSQL, limit)
 	if err != nil {
-		return 0, fmt.Errorf("prune groups: %w", err)
+		return 0, opErr("prune groups", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -619,7 +619,7 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	}
 	tag, err := s.pool.Exec(ctx, pruneSQL, string(p.State), p.Before, p.Limit)
 	if err != nil {
-		return 0, fmt.Errorf("prune: %w", err)
+		return 0, opErr("prune", err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -134,3 +134,55 @@ func waitRunning(t *testing.T, s *postgres.Store, n int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestStoreCallsReportUnavailable: with the database out of reach, every
+// kind of store call fails with an error that is readpast.ErrUnavailable,
+// so callers (the HTTP API's 503, a worker's retry) can tell an outage from
+// a bad request.
+func TestStoreCallsReportUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	proxy := proxyTo(t, s)
+	u, err := url.Parse(s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	ps, err := postgres.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	proxy.Close() // nothing gets through any more
+	calls := map[string]func() error{
+		"enqueue": func() error {
+			_, err := ps.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}})
+			return err
+		},
+		"claim": func() error {
+			_, err := ps.Claim(ctx, claimP("w", 1))
+			return err
+		},
+		"complete": func() error {
+			_, err := ps.Complete(ctx, []readpast.Completion{{ID: 1, Token: "00000000-0000-0000-0000-000000000000"}})
+			return err
+		},
+		"stats": func() error {
+			_, err := ps.Stats(ctx)
+			return err
+		},
+		"get": func() error {
+			_, err := ps.Get(ctx, 1)
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, readpast.ErrUnavailable) {
+			t.Errorf("%s with the database out of reach: %v, want ErrUnavailable", name, err)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/readpast/readpast"
 )
@@ -22,12 +21,12 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	}
 	rows, err := tx.QueryContext(ctx, enqueueSQL, args...)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, opErr("enqueue", err)
 	}
 	defer rows.Close()
 	out, err := scanJobs(rows)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		return nil, opErr("enqueue", err)
 	}
 	return out, nil
 }
@@ -58,12 +57,12 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		var b batch
 		b.add(0, c.ID, tok)
 		if err := explain(ctx, s.pool, b, nil, errs, true); err != nil {
-			return fmt.Errorf("complete: %w", err)
+			return opErr("complete", err)
 		}
 		return errs[0]
 	}
 	if err != nil {
-		return fmt.Errorf("complete: %w", err)
+		return opErr("complete", err)
 	}
 	return nil
 }

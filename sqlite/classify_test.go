@@ -58,4 +58,8 @@ func TestIsUnavailable(t *testing.T) {
 	if sqlErr == nil || lockErr == nil {
 		t.Fatalf("setup: %v, %v", sqlErr, lockErr)
 	}
+	// The store marks it: callers branch with errors.Is.
+	if !errors.Is(lockErr, readpast.ErrUnavailable) {
+		t.Errorf("Enqueue on a database locked past the lock timeout: %v, want ErrUnavailable", lockErr)
+	}
 }

@@ -405,12 +405,12 @@ func (s *Store) retry(ctx context.Context, op string, fn func() error) error {
 			return nil
 		}
 		if !isBusy(err) || ctx.Err() != nil {
-			return fmt.Errorf("sqlite: %s: %w", op, err)
+			return fmt.Errorf("sqlite: %s: %w", op, classify(err))
 		}
 		if time.Since(start) > s.lockTimeout {
 			s.log.WarnContext(ctx, "sqlite database stayed locked", slog.String("op", op),
 				slog.Int("attempts", attempt), slog.Duration("waited", time.Since(start)), slog.Any("error", err))
-			return fmt.Errorf("sqlite: %s: database stayed locked for %s: %w", op, time.Since(start).Round(time.Millisecond), err)
+			return fmt.Errorf("sqlite: %s: database stayed locked for %s: %w", op, time.Since(start).Round(time.Millisecond), classify(err))
 		}
 		sleep := backoff/2 + rand.N(backoff/2+1)
 		t := time.NewTimer(sleep)
