@@ -1018,6 +1018,9 @@ func testGroupBacklog(t *testing.T, h Harness) {
 
 // testGroupFutureHead: a group's first job in claim order that is not due
 // yet holds back nothing; it runs once it is due and the group has a slot.
+// A job that comes due in a group where nothing else happens meanwhile
+// (alone, or after the group's other job finished before it came due) is
+// found too: nothing but its own enqueue could have announced it.
 func testGroupFutureHead(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
@@ -1026,11 +1029,24 @@ func testGroupFutureHead(t *testing.T, h Harness) {
 		readpast.EnqueueParams{Kind: "k", Group: "F", Priority: -5, RunAt: soon},
 		readpast.EnqueueParams{Kind: "k", Group: "F"},
 	)
+	alone := enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "alone", RunAt: soon})[0]
+	after := enqueue(t, s,
+		readpast.EnqueueParams{Kind: "k", Group: "after"},
+		readpast.EnqueueParams{Kind: "k", Group: "after", RunAt: soon},
+	)
 	c := claim(t, s, 10, time.Minute)
-	if len(c) != 1 || c[0].ID != jobs[1].ID {
-		t.Fatalf("claimed %v, want the due job %d", ids(c), jobs[1].ID)
+	if fmt.Sprint(ids(c)) != fmt.Sprint([]int64{jobs[1].ID, after[0].ID}) {
+		t.Fatalf("claimed %v, want the due jobs %d and %d", ids(c), jobs[1].ID, after[0].ID)
 	}
+	if err := completeOne(ctx, s, c[1], ""); err != nil { // group "after" idle before its next job is due
+		t.Fatal(err)
+	}
+	c = c[:1]
 	time.Sleep(time.Until(soon) + 50*time.Millisecond)
+	due := claim(t, s, 10, time.Minute)
+	if fmt.Sprint(ids(due)) != fmt.Sprint([]int64{alone.ID, after[1].ID}) {
+		t.Fatalf("once due, claimed %v, want %d and %d (F's slot is still taken)", ids(due), alone.ID, after[1].ID)
+	}
 	if got := claim(t, s, 10, time.Minute); len(got) != 0 {
 		t.Fatalf("claimed %v while the group's slot is taken", ids(got))
 	}
