@@ -88,16 +88,21 @@ func TestClaimWhoseResponseIsLost(t *testing.T) {
 }
 
 // TestClaimStillRunningWhenItsCallerGivesUp: the claim statement is still
-// running when its caller's context ends (here it stops at its last
-// step), so it could commit after the caller has given up. Claim ends the
-// session that runs it, waits until it is gone, and only then gives back
-// what it took: nothing commits behind its back.
+// running when its caller's context ends (here it stops at its last step),
+// and the server never learns the client left (a fault proxy hides the
+// close, as a network partition would), so the statement could commit
+// after the caller has given up. Claim ends the session that runs it,
+// waits until it is gone, and only then gives back what it took: nothing
+// commits behind its back. Before the fix the claim committed once it went
+// on, its jobs held by nobody.
 func TestClaimStillRunningWhenItsCallerGivesUp(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
+	proxy := proxyTo(t, s)
+	proxy.HideClientCloses()
 	jobs := groupJobs(t, s, "G", 1)
-	st := newStall(t, s, "claim.end")
+	st := newStallVia(t, s, "claim.end", proxy.Addr())
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	claimed := async(func() error {
@@ -111,9 +116,10 @@ func TestClaimStillRunningWhenItsCallerGivesUp(t *testing.T) {
 	cancel()
 	within(t, "the cancelled claim", 15*time.Second, claimed)
 	st.open()
-	time.Sleep(100 * time.Millisecond) // a claim that survived would commit now
+	time.Sleep(200 * time.Millisecond) // a claim that survived commits now
 	wantAllPending(t, s, jobs)
 	checkGroups(t, s)
+	proxy.CutAll()
 }
 
 // waitRunning waits until n jobs are running.

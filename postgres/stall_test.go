@@ -354,8 +354,10 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 		},
 		{
 			// Before the fix a claim took the head although it had failed
-			// and was rescheduled an hour later.
-			name: "head failed to an hour later", limit: 1, most: 1,
+			// and was rescheduled an hour later. (A limit other than 1, so
+			// the group has a row in the stalled claim's snapshot: only the
+			// re-check of the head's run-at stands in the way.)
+			name: "head failed to an hour later", limit: 2, most: 2,
 			during: func(t *testing.T, s *postgres.Store, _ []*readpast.Job) {
 				h := takeHeadOfG(t, s, time.Minute)
 				retry := time.Now().Add(time.Hour)
@@ -631,6 +633,46 @@ func TestGroupRowCreatedOnce(t *testing.T) {
 	}
 	if more := mustClaim(t, s, "third", 10); len(more) != 2 {
 		t.Errorf("with the limit raised to 3 claimed %d more, want 2", len(more))
+	}
+	checkGroups(t, s)
+}
+
+// TestPruneNeverMakesAClaimWait: a claim whose snapshot shows no row for a
+// group creates it, while PruneGroups has just deleted that group's row
+// (created and emptied after the claim's snapshot) and not yet committed.
+// The claim's INSERT of the key would wait for the prune; the prune holds
+// the key's try-lock, so the claim passes the group over instead.
+func TestPruneNeverMakesAClaimWait(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	setupG(t, s, 1)
+	claimer := newStall(t, s, "claim.group_rows")
+	var got []*readpast.Job
+	claimed := stalledClaimQA(t, claimer, 10, &got) // no row for G in its snapshot
+	h := takeHeadOfG(t, s, time.Minute)            // creates G's row
+	if err := first(s.Complete(ctx, []readpast.Completion{{ID: h.ID, Token: h.Token}})); err != nil {
+		t.Fatal(err)
+	}
+	pruner := newStall(t, s, "prune.end")
+	pruned := async(func() error {
+		n, err := pruner.store.PruneGroups(ctx, 100)
+		if err == nil && n != 1 {
+			err = fmt.Errorf("pruned %d rows, want G's", n)
+		}
+		return err
+	})
+	pruner.waitBlocked() // G's row deleted, not committed
+	claimer.open()
+	within(t, "a claim creating the group the prune is deleting", 2*time.Second, claimed)
+	if len(got) != 0 {
+		t.Errorf("the claim took %v", got)
+	}
+	pruner.open()
+	within(t, "the prune", 2*time.Second, pruned)
+	next, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"qa"}, Worker: "next", Limit: 10, Lease: time.Minute})
+	if err != nil || len(next) != 1 {
+		t.Errorf("after the prune claimed %d of G (%v), want 1", len(next), err)
 	}
 	checkGroups(t, s)
 }

@@ -15,9 +15,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	conns map[*link]struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[*link]struct{}
+	halfOpen bool // set by HideClientCloses
+	wg       sync.WaitGroup
 }
 
 // link is one proxied connection.
@@ -63,6 +64,16 @@ func (p *Proxy) accept() {
 		go func() {
 			defer p.wg.Done()
 			io.Copy(s, c)
+			p.mu.Lock()
+			hide := p.halfOpen
+			p.mu.Unlock()
+			if hide {
+				// The server never learns the client left: its side
+				// stays open, and what it sends is read and dropped.
+				c.Close()
+				l.unhold()
+				return
+			}
 			l.close()
 		}()
 		go func() {
@@ -91,7 +102,9 @@ func (l *link) serverToClient() {
 				<-wait
 			}
 			if _, werr := l.client.Write(buf[:n]); werr != nil {
-				return
+				// The client is gone: keep draining the server side until
+				// it closes (it is closed too, unless half-open).
+				continue
 			}
 		}
 		if err != nil {
@@ -136,6 +149,17 @@ func (p *Proxy) ReleaseAll() {
 	for l := range p.conns {
 		l.unhold()
 	}
+}
+
+// HideClientCloses makes the proxy, from now on, keep a connection's server
+// side open when its client closes, reading and dropping what the server
+// sends, as a network that lost the client's goodbye would: the server
+// goes on with what it was doing as if the client were still there. CutAll
+// or Close ends those connections.
+func (p *Proxy) HideClientCloses() {
+	p.mu.Lock()
+	p.halfOpen = true
+	p.mu.Unlock()
 }
 
 // CutAll closes every open connection, both ways.

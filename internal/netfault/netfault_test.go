@@ -87,3 +87,50 @@ func TestHoldResponses(t *testing.T) {
 		t.Fatal("a cut connection still works")
 	}
 }
+
+func TestHideClientCloses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	gotEOF := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 16)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				close(gotEOF)
+				return
+			}
+			c.Write([]byte("still here\n")) // dropped by the proxy
+		}
+	}()
+	p, err := Start(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.HideClientCloses()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("hello\n"))
+	c.Close()
+	select {
+	case <-gotEOF:
+		t.Fatal("the server saw the client go although the proxy hides closes")
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.CutAll()
+	select {
+	case <-gotEOF:
+	case <-time.After(2 * time.Second):
+		t.Fatal("CutAll did not end the half-open connection")
+	}
+}

@@ -16,4 +16,5 @@ gated AS (
 )
 DELETE FROM readpast_groups g
 USING gated
-WHERE g.group_key = gated.group_key;
+WHERE g.group_key = gated.group_key
+RETURNING readpast_stall('prune.end', g.group_key);
