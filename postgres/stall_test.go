@@ -28,8 +28,19 @@ CREATE OR REPLACE FUNCTION readpast_test_stall.readpast_stall(place text, at_row
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF place = current_setting('readpast.stall', true) THEN
-        PERFORM pg_advisory_lock_shared(hashtext(place));
-        PERFORM pg_advisory_unlock_shared(hashtext(place));
+        -- A cancel request does not end the wait: a stalled statement
+        -- stands for one past the point where a cancel can stop it (a
+        -- commit waiting for a synchronous standby). Ending the session
+        -- (pg_terminate_backend) does.
+        LOOP
+            BEGIN
+                PERFORM pg_advisory_lock_shared(hashtext(place));
+                PERFORM pg_advisory_unlock_shared(hashtext(place));
+                EXIT;
+            EXCEPTION WHEN query_canceled THEN
+                NULL;
+            END;
+        END LOOP;
     END IF;
     RETURN true;
 END $$`
@@ -673,6 +684,36 @@ func TestPruneNeverMakesAClaimWait(t *testing.T) {
 	next, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"qa"}, Worker: "next", Limit: 10, Lease: time.Minute})
 	if err != nil || len(next) != 1 {
 		t.Errorf("after the prune claimed %d of G (%v), want 1", len(next), err)
+	}
+	checkGroups(t, s)
+}
+
+// TestSetGroupLimitNeverMakesAClaimWait: SetGroupLimit creates a group's
+// row and has not committed; a claim that finds the group through its
+// mark, with no row in its snapshot, would wait for that INSERT if it
+// inserted the key too. SetGroupLimit holds the key's lock, so the claim
+// passes the group over, and takes it with the new limit after.
+func TestSetGroupLimitNeverMakesAClaimWait(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	groupJobs(t, s, "N", 3)
+	setter := newStall(t, s, "set_group_limit.end")
+	set := async(func() error { return setter.store.SetGroupLimit(ctx, "N", 2) })
+	setter.waitBlocked() // N's row inserted, not committed
+	var got []*readpast.Job
+	within(t, "a claim while SetGroupLimit creates the group's row", time.Second, async(func() error {
+		var err error
+		got, err = s.Claim(ctx, claimP("w", 10))
+		return err
+	}))
+	if len(got) != 0 {
+		t.Errorf("the claim took %v of a group whose row another transaction is creating", got)
+	}
+	setter.open()
+	within(t, "SetGroupLimit", 2*time.Second, set)
+	if next := mustClaim(t, s, "next", 10); len(next) != 2 {
+		t.Errorf("after SetGroupLimit(2) claimed %d, want 2", len(next))
 	}
 	checkGroups(t, s)
 }

@@ -19,4 +19,5 @@ freed AS (
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed WHERE free > 0) f
 )
-SELECT count(*) FROM freed WHERE (SELECT count(*) FROM notified) >= 0;
+SELECT count(*) FROM freed
+WHERE (SELECT count(*) FROM notified) >= 0 AND readpast_stall('set_group_limit.end', group_key);
