@@ -661,7 +661,7 @@ func TestPruneNeverMakesAClaimWait(t *testing.T) {
 	claimer := newStall(t, s, "claim.group_rows")
 	var got []*readpast.Job
 	claimed := stalledClaimQA(t, claimer, 10, &got) // no row for G in its snapshot
-	h := takeHeadOfG(t, s, time.Minute)            // creates G's row
+	h := takeHeadOfG(t, s, time.Minute)             // creates G's row
 	if err := first(s.Complete(ctx, []readpast.Completion{{ID: h.ID, Token: h.Token}})); err != nil {
 		t.Fatal(err)
 	}
