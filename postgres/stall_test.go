@@ -186,6 +186,19 @@ func checkGroups(t *testing.T, s *postgres.Store) map[string]storetest.GroupStat
 	return out
 }
 
+// claimWithin claims with p on s and fails the test unless the claim
+// returns within d: a claim never waits on another transaction.
+func claimWithin(t *testing.T, what string, d time.Duration, s *postgres.Store, p readpast.ClaimParams) []*readpast.Job {
+	t.Helper()
+	var got []*readpast.Job
+	within(t, what, d, async(func() error {
+		var err error
+		got, err = s.Claim(context.Background(), p)
+		return err
+	}))
+	return got
+}
+
 // groupJobs enqueues n jobs of group g, priority 0.
 func groupJobs(t *testing.T, s *postgres.Store, g string, n int) []*readpast.Job {
 	t.Helper()
@@ -532,12 +545,7 @@ func TestFinisherHeldOpenDoesNotBlockClaims(t *testing.T) {
 	}
 	claimer.open()
 	within(t, "a claim with a snapshot from before the completion", 2*time.Second, oldClaim)
-	var fresh []*readpast.Job
-	within(t, "a claim while the completion is held open", 2*time.Second, async(func() error {
-		var err error
-		fresh, err = s.Claim(ctx, claimP("fresh", 10))
-		return err
-	}))
+	fresh := claimWithin(t, "a claim while the completion is held open", 2*time.Second, s, claimP("fresh", 10))
 	for _, j := range append(old, fresh...) {
 		if j.Group != nil && *j.Group == "G" {
 			t.Errorf("job %d of group G claimed while its head was still being completed", j.ID)
@@ -589,12 +597,7 @@ func TestEnqueueNeverWaits(t *testing.T) {
 		return err
 	}))
 	within(t, "SetGroupLimit on that group", time.Second, async(func() error { return s.SetGroupLimit(ctx, "N", 2) }))
-	var got []*readpast.Job
-	within(t, "a claim", time.Second, async(func() error {
-		var err error
-		got, err = s.Claim(ctx, claimP("w", 10))
-		return err
-	}))
+	got := claimWithin(t, "a claim", time.Second, s, claimP("w", 10))
 	if len(got) != 2 {
 		t.Errorf("claimed %d jobs, want the committed jobs of N and N-old", len(got))
 	}
@@ -623,12 +626,7 @@ func TestGroupRowCreatedOnce(t *testing.T) {
 	done1 := stalledClaim(t, first, 10, &got1)
 
 	groupJobs(t, s, "N", 1) // a mark the first claim never saw
-	var got2 []*readpast.Job
-	within(t, "a second claim while the first creates the group", time.Second, async(func() error {
-		var err error
-		got2, err = s.Claim(ctx, claimP("second", 10))
-		return err
-	}))
+	got2 := claimWithin(t, "a second claim while the first creates the group", time.Second, s, claimP("second", 10))
 	if len(got2) != 0 {
 		t.Errorf("the second claim took %v of a group another claim is taking", got2)
 	}
@@ -701,12 +699,7 @@ func TestSetGroupLimitNeverMakesAClaimWait(t *testing.T) {
 	setter := newStall(t, s, "set_group_limit.end")
 	set := async(func() error { return setter.store.SetGroupLimit(ctx, "N", 2) })
 	setter.waitBlocked() // N's row inserted, not committed
-	var got []*readpast.Job
-	within(t, "a claim while SetGroupLimit creates the group's row", time.Second, async(func() error {
-		var err error
-		got, err = s.Claim(ctx, claimP("w", 10))
-		return err
-	}))
+	got := claimWithin(t, "a claim while SetGroupLimit creates the group's row", time.Second, s, claimP("w", 10))
 	if len(got) != 0 {
 		t.Errorf("the claim took %v of a group whose row another transaction is creating", got)
 	}
