@@ -1,0 +1,173 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// claim takes jobs, long-polling up to the request's wait_seconds (see
+// waiters).
+func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(rw, r)
+	if ae != nil {
+		s.writeError(rw, r, ae)
+		return
+	}
+	args, ae := decodeClaim(body)
+	if ae != nil {
+		s.writeError(rw, r, ae)
+		return
+	}
+	ctx := r.Context()
+	var w *waiter
+	var deadline <-chan time.Time
+	wait := false // wait for a turn before claiming
+	if args.Wait > 0 {
+		// Join before the first attempt so a job enqueued between the
+		// attempt and the wait still wakes us.
+		w = s.waiters.join(ctx, args.Params.Queues)
+		defer s.waiters.leave(w)
+		_ = http.NewResponseController(rw).SetWriteDeadline(time.Now().Add(args.Wait + s.writeDL))
+		timer := time.NewTimer(args.Wait)
+		defer timer.Stop()
+		deadline = timer.C
+		// Others waiting for the same queues found nothing a moment ago:
+		// wait with them rather than claim again.
+		wait = !s.waiters.claimFirst(w)
+	}
+	for {
+		// The claim itself outlives the client (claimOnce), so never start
+		// one for a client that is gone. A select with several ready cases
+		// picks one at random, so the check there is not enough.
+		if ctx.Err() != nil {
+			return
+		}
+		if wait {
+			wait = false
+			if !s.awaitTurn(rw, r, w, deadline) {
+				return
+			}
+			continue
+		}
+		pg, jobs, err := s.claimBatch(r, args.Params)
+		if w != nil {
+			s.waiters.done(w, len(jobs) > 0)
+		}
+		if err != nil {
+			s.writeStoreError(rw, r, err)
+			return
+		}
+		if len(jobs) > 0 {
+			if ctx.Err() != nil {
+				s.releaseJobs(ctx, jobs, "release jobs claimed for a client that went away")
+				return
+			}
+			pg.write(s, rw, r, false, "")
+			return
+		}
+		if w == nil {
+			break
+		}
+		if !s.awaitTurn(rw, r, w, deadline) {
+			return
+		}
+	}
+	s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+}
+
+// awaitTurn waits until w's turn to claim and reports true; or, when the
+// wait ends, the server shuts down or the client goes away first, answers
+// the claim (with no jobs, unless the client is gone) and reports false.
+func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, deadline <-chan time.Time) bool {
+	select {
+	case <-r.Context().Done():
+	case <-s.closing:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-deadline:
+		s.writeJSON(rw, r, http.StatusOK, JobsResponse{Jobs: []Job{}})
+	case <-w.turn:
+		return true
+	}
+	return false
+}
+
+// claimBatch claims up to p.Limit jobs for r within the response budget,
+// in store calls sized by a pager, and returns them encoded in the pager.
+// It stops when a call returns fewer jobs than asked or the budget is full;
+// jobs claimed that do not fit are released at once, unworked. It returns
+// an error only when it claimed nothing: a later call's error ends the
+// batch with the jobs claimed so far, which the client must get.
+func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams) (*pager, []*readpast.Job, error) {
+	pg := newPager(s.maxResp, int(s.maxBody))
+	var claimed []*readpast.Job
+	for want := p.Limit; want > 0 && !pg.full; {
+		q := p
+		q.Limit = pg.next(want)
+		jobs, err := s.claimOnce(r, q)
+		if err != nil {
+			if len(claimed) == 0 {
+				return nil, nil, err
+			}
+			s.log.WarnContext(r.Context(), "claim: a later batch failed; answering with the jobs so far", slog.Any("error", err))
+			break
+		}
+		var over []*readpast.Job
+		for i, j := range jobs {
+			wj := NewJob(j)
+			wj.Token = j.Token
+			added, err := pg.add(j, wj)
+			if err != nil {
+				s.releaseJobs(r.Context(), append(claimed, jobs[i:]...), "release claimed jobs that could not be encoded")
+				return nil, nil, err
+			}
+			if added {
+				claimed = append(claimed, j)
+			} else {
+				over = append(over, j)
+			}
+		}
+		s.releaseJobs(r.Context(), over, "release claimed jobs over the response budget")
+		if len(jobs) < q.Limit {
+			break
+		}
+		want -= len(jobs)
+	}
+	return pg, claimed, nil
+}
+
+// claimOnce makes one Store.Claim call for r and records its metrics. The
+// claim runs to its end even if the client disconnects meanwhile (see
+// writeContext): cancelled mid-statement, PostgreSQL may still commit it
+// while the driver reports an error, which would strand the jobs, running
+// for no one, until their lease expires, and cost them an attempt. The
+// caller releases jobs claimed for a client that went away.
+func (s *server) claimOnce(r *http.Request, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	start := time.Now()
+	jobs, err := s.store.Claim(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.jobsClaimed(jobs, time.Since(start), s.now())
+	return jobs, nil
+}
+
+// releaseJobs gives back claimed jobs no client will work on (why says
+// which), so they run again at once without using an attempt.
+func (s *server) releaseJobs(ctx context.Context, jobs []*readpast.Job, why string) {
+	if len(jobs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		if err := s.store.Release(ctx, j.ID, j.Token); err != nil {
+			s.log.WarnContext(ctx, why, slog.Int64("job", j.ID), slog.Any("error", err))
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/readpast/readpast"
+)
+
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	p, ae := decodeEnqueue(body, s.now())
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	jobs, err := s.store.Enqueue(ctx, []readpast.EnqueueParams{p})
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	if len(jobs) != 1 {
+		s.writeStoreError(w, r, fmt.Errorf("store returned %d jobs for 1 enqueued", len(jobs)))
+		return
+	}
+	s.metrics.jobsEnqueued(jobs)
+	s.writeJSON(w, r, http.StatusCreated, NewJob(jobs[0]))
+}
+
+func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ps, ae := decodeBatch(body, s.now(), s.maxBatch)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	jobs, err := s.store.Enqueue(ctx, ps)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.metrics.jobsEnqueued(jobs)
+	s.writeJSON(w, r, http.StatusCreated, JobsResponse{Jobs: NewJobs(jobs)})
+}
+
+// list serves GET /v1/jobs within the response budget: it asks the store
+// for pages sized by a pager, and when the budget is reached it returns the
+// jobs so far with a next_cursor after the last.
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	args, ae := decodeListQuery(r.URL.RawQuery)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	pg := newPager(s.maxResp, int(s.maxBody))
+	want, cursor, next := args.Params.Limit, args.Params.Cursor, ""
+	for want > 0 {
+		q := args.Params
+		q.Limit, q.Cursor = pg.next(want), cursor
+		res, err := s.store.List(r.Context(), q)
+		if err != nil {
+			if pg.n == 0 {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			// The next request, from the cursor, reports it.
+			s.log.WarnContext(r.Context(), "list: a later page failed; answering with the jobs so far", slog.Any("error", err))
+			next = cursor
+			break
+		}
+		for _, j := range res.Jobs {
+			var v any = NewJob(j)
+			if args.Summary {
+				v = NewJobSummary(j)
+			}
+			added, err := pg.add(j, v)
+			if err != nil {
+				s.writeStoreError(w, r, err)
+				return
+			}
+			if !added {
+				break
+			}
+			cursor = readpast.EncodeCursor(j.ID)
+			want--
+		}
+		next = res.Next
+		if pg.full {
+			next = cursor
+		}
+		if pg.full || res.Next == "" {
+			break
+		}
+		cursor = res.Next
+	}
+	pg.write(s, w, r, true, next)
+}
+
+func (s *server) get(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	job, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewJob(job))
+}
+
+func (s *server) stats(w http.ResponseWriter, r *http.Request) {
+	stats, err := s.store.Stats(r.Context())
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(stats))
+}
+
+// jobOp serves POST /v1/jobs/{id}/...: it parses the id and reads the body,
+// then calls op with them and a write context (writeContext), and answers
+// 200 with what op returns. op reports a bad body as an *apiError; any
+// other error is from the store.
+func (s *server) jobOp(w http.ResponseWriter, r *http.Request, op func(ctx context.Context, id int64, body []byte) (any, error)) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	out, err := op(ctx, id, body)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+}
+
+// firstError returns err, or else the first per-item error of a one-item
+// Complete or Fail.
+func firstError(errs []error, err error) error {
+	if err == nil && len(errs) > 0 {
+		return errs[0]
+	}
+	return err
+}
+
+// jobAfter returns the job as it is after a change, for the response, and
+// passes it to count when count is not nil.
+func (s *server) jobAfter(ctx context.Context, id int64, count func(*readpast.Job)) (any, error) {
+	job, err := s.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if count != nil {
+		count(job)
+	}
+	return NewJob(job), nil
+}
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		req, ae := decodeComplete(body)
+		if ae != nil {
+			return nil, ae
+		}
+		if err := firstError(s.store.Complete(ctx, []readpast.Completion{{ID: id, Token: req.Token, Result: req.Result}})); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, s.metrics.jobCompleted)
+	})
+}
+
+func (s *server) fail(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		args, ae := decodeFail(body)
+		if ae != nil {
+			return nil, ae
+		}
+		retryAt := args.RetryAt
+		if retryAt.IsZero() && !args.Discard {
+			// The token pins the attempt: if the job moved on since this
+			// Get, the Fail below reports a stale token and changes nothing.
+			job, err := s.store.Get(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			retryAt = s.now().Add(readpast.DefaultRetryPolicy(job.Attempt))
+		}
+		if err := firstError(s.store.Fail(ctx, []readpast.Failure{{
+			ID: id, Token: args.Token, Message: args.Message, Stack: args.Stack,
+			RetryAt: retryAt, Discard: args.Discard,
+		}})); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, s.metrics.jobFailed)
+	})
+}
+
+func (s *server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, lease, ae := decodeHeartbeat(body)
+		if ae != nil {
+			return nil, ae
+		}
+		until, err := s.store.Extend(ctx, id, token, lease)
+		if err != nil {
+			return nil, err
+		}
+		return HeartbeatResponse{ID: id, LeaseExpiresAt: until.UTC()}, nil
+	})
+}
+
+func (s *server) release(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, ae := decodeRelease(body)
+		if ae != nil {
+			return nil, ae
+		}
+		if err := s.store.Release(ctx, id, token); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, nil)
+	})
+}
+
+// adminOp serves a body-less operation on one job (cancel, retry).
+func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context.Context, int64) (*readpast.Job, error)) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		if ae := decodeEmpty(body); ae != nil {
+			return nil, ae
+		}
+		job, err := op(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return NewJob(job), nil
+	})
+}
+
+func (s *server) cancel(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Cancel) }
+
+func (s *server) retry(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Retry) }
