@@ -136,13 +136,6 @@ type JobsResponse struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
-// listResponse always carries next_cursor, null at the end. Jobs is a
-// []Job, or a []JobSummary for a summary listing.
-type listResponse struct {
-	Jobs       any     `json:"jobs"`
-	NextCursor *string `json:"next_cursor"`
-}
-
 // HeartbeatResponse is the body of a heartbeat response.
 type HeartbeatResponse struct {
 	ID             int64     `json:"id"`

@@ -130,6 +130,9 @@ func measure(ctx context.Context, c client, conn *pgx.Conn, n int, d, waitFor ti
 	after, err := commits(ctx, conn)
 	stop()
 	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("read the commit counter: %w", err)
+	}
 	if waitErr != nil {
 		return fmt.Errorf("a waiting claim failed: %w", waitErr)
 	}
