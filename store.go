@@ -2,6 +2,7 @@ package readpast
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -72,6 +73,21 @@ type Notifier interface {
 	// Subscribe returns a channel that receives a value soon after jobs
 	// become claimable. The channel is closed when ctx ends.
 	Subscribe(ctx context.Context) (<-chan struct{}, error)
+}
+
+// SQLTxStore is implemented by stores whose enqueues and completions can
+// join a caller's database/sql transaction, so that the jobs exist, or the
+// completion stands, if and only if the caller's own writes commit. Both
+// stores implement it: SQLite on a transaction of its sqlite.Store.DB(),
+// PostgreSQL on a transaction of a *sql.DB opened with pgx's stdlib driver
+// (PostgreSQL also takes a pgx.Tx: postgres.Store.EnqueueTx and CompleteTx).
+type SQLTxStore interface {
+	// EnqueueSQLTx inserts jobs inside tx, validated as Enqueue does.
+	EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []EnqueueParams) ([]*Job, error)
+	// CompleteSQLTx finishes one running job as succeeded inside tx. It
+	// returns nil, ErrStaleToken or ErrNotFound as Complete does for one
+	// entry, or a *FieldError for a result that cannot be stored.
+	CompleteSQLTx(ctx context.Context, tx *sql.Tx, c Completion) error
 }
 
 // GroupPruner is implemented by stores that keep a row per concurrency

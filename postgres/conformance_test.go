@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"os"
 	"testing"
@@ -40,5 +41,17 @@ func TestConformance(t *testing.T) {
 		Groups:         groupStates,
 		Deadlocks:      deadlocks,
 		StressDuration: *stressDuration,
+		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
+			db, err := sql.Open("pgx", st.(*postgres.Store).Pool().Config().ConnString())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			tx, err := db.BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		},
 	})
 }

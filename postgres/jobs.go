@@ -15,7 +15,10 @@ import (
 	"github.com/readpast/readpast"
 )
 
-var _ readpast.GroupPruner = (*Store)(nil)
+var (
+	_ readpast.GroupPruner = (*Store)(nil)
+	_ readpast.SQLTxStore  = (*Store)(nil)
+)
 
 // querier runs statements on a pool, a connection or a transaction.
 type querier interface {

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"path/filepath"
 	"testing"
@@ -39,5 +40,12 @@ func TestConformance(t *testing.T) {
 		Claimers:       16,
 		Groups:         groupStates,
 		StressDuration: *stressDuration,
+		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
+			tx, err := st.(*sqlite.Store).DB().BeginTx(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tx
+		},
 	})
 }

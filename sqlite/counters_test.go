@@ -261,10 +261,10 @@ func TestCompleteBadResultIsPerEntry(t *testing.T) {
 	}
 	defer tx.Rollback()
 	var fe *readpast.FieldError
-	if err := s.CompleteTx(ctx, tx, c[2].ID, c[2].Token, json.RawMessage(`"\u0000"`)); !errors.As(err, &fe) || fe.Field != "result" {
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[2].ID, Token: c[2].Token, Result: json.RawMessage(`"\u0000"`)}); !errors.As(err, &fe) || fe.Field != "result" {
 		t.Fatalf("CompleteTx with a bad result: %v, want a FieldError", err)
 	}
-	if err := s.CompleteTx(ctx, tx, c[2].ID, c[2].Token, json.RawMessage(`3`)); err != nil {
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[2].ID, Token: c[2].Token, Result: json.RawMessage(`3`)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -336,7 +336,7 @@ func TestEmptyInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if jobs, err := s.EnqueueTx(ctx, tx, nil); err != nil || len(jobs) != 0 {
+	if jobs, err := s.EnqueueSQLTx(ctx, tx, nil); err != nil || len(jobs) != 0 {
 		t.Fatalf("EnqueueTx(nil) = %v, %v", jobs, err)
 	}
 }

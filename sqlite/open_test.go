@@ -265,7 +265,7 @@ func TestEnqueueTxAndCompleteTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rolled, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k"}})
+	rolled, err := s.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,11 +283,11 @@ func TestEnqueueTxAndCompleteTx(t *testing.T) {
 	if _, err := tx.Exec(`CREATE TABLE app_orders (id INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: "g"}})
+	kept, err := s.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: "g"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.EnqueueTx(ctx, tx, []readpast.EnqueueParams{{Kind: ""}}); !errors.Is(err, readpast.ErrInvalid) {
+	if _, err := s.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: ""}}); !errors.Is(err, readpast.ErrInvalid) {
 		t.Fatalf("invalid job in tx: %v", err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -306,7 +306,7 @@ func TestEnqueueTxAndCompleteTx(t *testing.T) {
 
 	// A completion in a rolled-back transaction did not happen.
 	tx, _ = s.DB().BeginTx(ctx, nil)
-	if err := s.CompleteTx(ctx, tx, c[0].ID, c[0].Token, json.RawMessage(`{"n":1}`)); err != nil {
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[0].ID, Token: c[0].Token, Result: json.RawMessage(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
 	tx.Rollback()
@@ -314,10 +314,10 @@ func TestEnqueueTxAndCompleteTx(t *testing.T) {
 		t.Fatalf("state %s after rolled-back CompleteTx", j.State)
 	}
 	tx, _ = s.DB().BeginTx(ctx, nil)
-	if err := s.CompleteTx(ctx, tx, c[0].ID, "stale", nil); !errors.Is(err, readpast.ErrStaleToken) {
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[0].ID, Token: "stale", Result: nil}); !errors.Is(err, readpast.ErrStaleToken) {
 		t.Fatalf("stale CompleteTx: %v", err)
 	}
-	if err := s.CompleteTx(ctx, tx, c[0].ID, c[0].Token, json.RawMessage(`{"n":2}`)); err != nil {
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: c[0].ID, Token: c[0].Token, Result: json.RawMessage(`{"n":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {

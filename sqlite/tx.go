@@ -3,23 +3,24 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/readpast/readpast"
 )
 
-// EnqueueTx inserts jobs inside the caller's transaction tx, which must be
-// a transaction on s.DB(): the jobs exist if and only if tx commits. It
-// validates and returns the jobs as Enqueue does.
+var _ readpast.SQLTxStore = (*Store)(nil)
+
+// EnqueueSQLTx inserts jobs inside the caller's transaction tx, which must
+// be a transaction on s.DB(): the jobs exist if and only if tx commits. It
+// validates and returns the jobs as Enqueue does (readpast.SQLTxStore).
 //
 // Subscribers are woken when EnqueueTx returns, before tx commits; a claim
 // they start waits for tx to end, since it needs the same write connection.
 // There is no retry on SQLITE_BUSY here: the caller owns the transaction.
-func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	if tx == nil {
-		return nil, errors.New("sqlite: EnqueueTx: nil transaction")
+		return nil, errors.New("sqlite: EnqueueSQLTx: nil transaction")
 	}
 	if len(jobs) == 0 {
 		return nil, nil
@@ -36,21 +37,21 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.Enque
 	return out, nil
 }
 
-// CompleteTx finishes running job id as succeeded inside the caller's
+// CompleteSQLTx finishes a running job as succeeded inside the caller's
 // transaction tx (on s.DB()), so the completion stands if and only if tx
-// commits. It returns nil, readpast.ErrStaleToken or readpast.ErrNotFound as
-// Complete does for one entry, a *readpast.FieldError (nothing done) when
-// readpast.CheckResult rejects result, or another error when the statement
-// failed (then roll tx back).
-func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, id int64, token string, result json.RawMessage) error {
+// commits (readpast.SQLTxStore). It returns nil, readpast.ErrStaleToken or
+// readpast.ErrNotFound as Complete does for one entry, a
+// *readpast.FieldError (nothing done) when readpast.CheckResult rejects
+// the result, or another error when the statement failed (then roll tx
+// back).
+func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Completion) error {
 	if tx == nil {
-		return errors.New("sqlite: CompleteTx: nil transaction")
+		return errors.New("sqlite: CompleteSQLTx: nil transaction")
 	}
-	if err := readpast.CheckResult(result); err != nil {
+	if err := readpast.CheckResult(c.Result); err != nil {
 		return err
 	}
-	cs := []readpast.Completion{{ID: id, Token: token, Result: result}}
-	res, freed, err := completeIn(ctx, tx, cs, s.now())
+	res, freed, err := completeIn(ctx, tx, []readpast.Completion{c}, s.now())
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}

@@ -200,3 +200,74 @@ func testBatchRepeats(t *testing.T, h Harness) {
 		t.Fatalf("unknown id twice: %v", errs)
 	}
 }
+
+// testSQLTx: an enqueue or a completion inside the caller's transaction
+// stands if and only if the transaction commits, and a completion in a
+// transaction is fenced like any other.
+func testSQLTx(t *testing.T, h Harness) {
+	if h.BeginSQLTx == nil {
+		t.Fatal("Harness.BeginSQLTx is required: every store implements readpast.SQLTxStore")
+	}
+	s := newStore(t, h)
+	ts, isTx := s.(readpast.SQLTxStore)
+	if !isTx {
+		t.Fatalf("%T does not implement readpast.SQLTxStore", s)
+	}
+	ctx := ctxT(t)
+
+	tx := h.BeginSQLTx(t, s)
+	rolled := ok(ts.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: "g"}})).must(t)
+	if _, err := ts.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: ""}}); !errors.Is(err, readpast.ErrInvalid) {
+		t.Fatalf("a bad job in a transaction: %v, want a FieldError", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, rolled[0].ID); !errors.Is(err, readpast.ErrNotFound) {
+		t.Fatalf("a job enqueued in a rolled-back transaction: %v", err)
+	}
+
+	tx = h.BeginSQLTx(t, s)
+	kept := ok(ts.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k", Group: "g"}})).must(t)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(t, s, 10, time.Minute)
+	if len(c) != 1 || c[0].ID != kept[0].ID {
+		t.Fatalf("claimed %v, want the committed job %d", ids(c), kept[0].ID)
+	}
+	j := c[0]
+
+	tx = h.BeginSQLTx(t, s)
+	if err := ts.CompleteSQLTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token, Result: json.RawMessage(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if g := wantState(t, s, j.ID, readpast.StateRunning); g.Token != j.Token {
+		t.Fatalf("a rolled-back completion changed the claim: %+v", g)
+	}
+	tx = h.BeginSQLTx(t, s)
+	if err := ts.CompleteSQLTx(ctx, tx, readpast.Completion{ID: j.ID, Token: "00000000-0000-0000-0000-000000000000"}); !errors.Is(err, readpast.ErrStaleToken) {
+		t.Fatalf("a stale completion in a transaction: %v", err)
+	}
+	var fe *readpast.FieldError
+	if err := ts.CompleteSQLTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token, Result: json.RawMessage(`"\u0000"`)}); !errors.As(err, &fe) {
+		t.Fatalf("a result that cannot be stored: %v", err)
+	}
+	if err := ts.CompleteSQLTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token, Result: json.RawMessage(`2`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if g := wantState(t, s, j.ID, readpast.StateSucceeded); string(g.Result) != `2` {
+		t.Fatalf("result %s after the committed completion", g.Result)
+	}
+	// The group's slot came back with the commit.
+	next := enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "g"})[0]
+	if c := claim(t, s, 10, time.Minute); len(c) != 1 || c[0].ID != next.ID {
+		t.Fatalf("after the committed completion claimed %v, want the group's next job", ids(c))
+	}
+}

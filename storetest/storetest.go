@@ -8,6 +8,7 @@ package storetest
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"testing"
 	"time"
@@ -35,6 +36,10 @@ type Harness struct {
 	// StressDuration is how long the group stress test runs. Defaults to
 	// 5 seconds.
 	StressDuration time.Duration
+	// BeginSQLTx begins a database/sql transaction that the store's
+	// readpast.SQLTxStore methods can join (closed by the test's end).
+	// Required: every store implements SQLTxStore.
+	BeginSQLTx func(t *testing.T, s readpast.Store) *sql.Tx
 }
 
 func (h Harness) withDefaults() Harness {
@@ -64,6 +69,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimQueues", testClaimQueues},
 		{"Fencing", testFencing},
 		{"CompleteIdempotent", testCompleteIdempotent},
+		{"InTheCallersTransaction", testSQLTx},
 		{"BatchRepeatsAndBadEntries", testBatchRepeats},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseExpiryUsesUpAttempts", testLeaseExpiryMaxAttempts},
