@@ -11,10 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/migrate"
 	"github.com/readpast/readpast/internal/wake"
 )
 
@@ -101,32 +98,9 @@ func (s *Store) Close() error {
 	return nil
 }
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %s: name must start with a version number", e.Name())
-		}
-		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+// migrations reads the embedded migrations (internal/migrate).
+func migrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrationFiles, "migrations")
 }
 
 // migrateLockKey serializes concurrent Migrate calls (an advisory lock id).
@@ -158,18 +132,18 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM readpast_schema").Scan(&current); err != nil {
 			return fmt.Errorf("migrate: read version: %w", err)
 		}
-		if latest := ms[len(ms)-1].version; current > latest {
+		if latest := migrate.Latest(ms); current > latest {
 			return fmt.Errorf("migrate: database at version %d, this readpast knows %d: %w", current, latest, readpast.ErrSchemaTooNew)
 		}
 		for _, m := range ms {
-			if m.version <= current {
+			if m.Version <= current {
 				continue
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO readpast_schema (version, name) VALUES ($1, $2)", m.version, m.name); err != nil {
-				return fmt.Errorf("migrate: record %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, "INSERT INTO readpast_schema (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+				return fmt.Errorf("migrate: record %s: %w", m.Name, err)
 			}
 		}
 		return nil
@@ -183,7 +157,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 	if err != nil {
 		return 0, 0, err
 	}
-	latest = ms[len(ms)-1].version
+	latest = migrate.Latest(ms)
 	err = s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM readpast_schema").Scan(&current)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table

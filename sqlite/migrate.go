@@ -5,50 +5,19 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/migrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one schema step, from migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+// loadMigrations reads the embedded migrations (internal/migrate).
+func loadMigrations() ([]migrate.Migration, error) {
+	ms, err := migrate.Load(migrationFS, "migrations")
 	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("sqlite: bad migration file name %q", name)
-		}
-		b, err := migrationFS.ReadFile(path.Join("migrations", name))
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("sqlite: migration %q out of sequence (want version %d)", m.name, i+1)
-		}
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return ms, nil
 }
@@ -61,7 +30,7 @@ func SchemaVersion() int {
 	if err != nil {
 		return 0
 	}
-	return len(ms)
+	return migrate.Latest(ms)
 }
 
 // Migrate brings the schema up to date in one write transaction. It returns
@@ -73,7 +42,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	latest := len(ms)
+	latest := migrate.Latest(ms)
 
 	// Check first with a read, so a newer database is never write-locked.
 	var current int
@@ -105,11 +74,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return err
 		}
 		for _, m := range ms[current:] {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			if _, err := tx.ExecContext(ctx, insertVersionSQL, m.version, micros(s.now())); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.ExecContext(ctx, insertVersionSQL, m.Version, micros(s.now())); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
 		}
 		return nil
@@ -126,7 +95,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 	if err != nil {
 		return 0, 0, err
 	}
-	latest = len(ms)
+	latest = migrate.Latest(ms)
 	if err := s.readOp(ctx, "read schema version", func(db *sql.DB) error {
 		var err error
 		current, err = schemaVersion(ctx, db)
