@@ -8,6 +8,7 @@
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
 //	readpast jobs     list|show|cancel|retry [flags]
 //	readpast stats    [--json]
+//	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
 //	readpast version  [--json]
 //
 // enqueue, jobs and stats talk to a readpast server's HTTP API (--url or
@@ -44,6 +45,7 @@ func commands() []command {
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
 		{"jobs", "list, show, cancel or retry jobs", runJobs},
 		{"stats", "show job counts per queue and state", runStats},
+		{"bench", "run the benchmark scenarios against a database of its own", runBench},
 		{"version", "print the version", runVersion},
 	}
 }
