@@ -24,12 +24,24 @@ var Scenarios = []Scenario{
 	{"drain-2000", func(ctx context.Context, s System, o Options) (Result, error) { return Drain(ctx, s, o, 2000) }},
 	{"batches", func(ctx context.Context, s System, o Options) (Result, error) { return Flat(ctx, s, o, 100, 2, 1000) }},
 	{"single", func(ctx context.Context, s System, o Options) (Result, error) { return Flat(ctx, s, o, 1, 8, 1000) }},
-	{"paced", func(ctx context.Context, s System, o Options) (Result, error) { return Paced(ctx, s, o, 10_000, 1000, false) }},
-	{"paced-held", func(ctx context.Context, s System, o Options) (Result, error) { return Paced(ctx, s, o, 10_000, 1000, true) }},
-	{"history-1m", func(ctx context.Context, s System, o Options) (Result, error) { return LargeHistory(ctx, s, o, 1_000_000) }},
-	{"history", func(ctx context.Context, s System, o Options) (Result, error) { return LargeHistory(ctx, s, o, 5_000_000) }},
-	{"backlog-100k", func(ctx context.Context, s System, o Options) (Result, error) { return LargeBacklog(ctx, s, o, 100_000) }},
-	{"backlog", func(ctx context.Context, s System, o Options) (Result, error) { return LargeBacklog(ctx, s, o, 1_000_000) }},
+	{"paced", func(ctx context.Context, s System, o Options) (Result, error) {
+		return Paced(ctx, s, o, 10_000, 1000, false)
+	}},
+	{"paced-held", func(ctx context.Context, s System, o Options) (Result, error) {
+		return Paced(ctx, s, o, 10_000, 1000, true)
+	}},
+	{"history-1m", func(ctx context.Context, s System, o Options) (Result, error) {
+		return LargeHistory(ctx, s, o, 1_000_000)
+	}},
+	{"history", func(ctx context.Context, s System, o Options) (Result, error) {
+		return LargeHistory(ctx, s, o, 5_000_000)
+	}},
+	{"backlog-100k", func(ctx context.Context, s System, o Options) (Result, error) {
+		return LargeBacklog(ctx, s, o, 100_000)
+	}},
+	{"backlog", func(ctx context.Context, s System, o Options) (Result, error) {
+		return LargeBacklog(ctx, s, o, 1_000_000)
+	}},
 	{"groups", Groups},
 	{"harness", Harness},
 	{"depth", func(ctx context.Context, s System, o Options) (Result, error) {
