@@ -177,6 +177,47 @@ type QueueStats struct {
 	Count int64    `json:"count"`
 }
 
+// QueueInfo is one queue as an operator sees it.
+type QueueInfo struct {
+	Name string `json:"name"`
+	// Paused: claims take none of its jobs (Store.PauseQueue).
+	Paused bool `json:"paused"`
+	// PausedAt is when it was paused; nil unless Paused.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	// Counts holds its jobs per state; states without jobs are absent.
+	Counts map[JobState]int64 `json:"counts"`
+}
+
+// QueueInfos is for Store implementations: it merges per-state stats and
+// the paused queues (name to the time each was paused) into one QueueInfo
+// per queue, sorted by name.
+func QueueInfos(stats []QueueStats, paused map[string]time.Time) []QueueInfo {
+	by := map[string]*QueueInfo{}
+	get := func(name string) *QueueInfo {
+		q, ok := by[name]
+		if !ok {
+			q = &QueueInfo{Name: name, Counts: map[JobState]int64{}}
+			by[name] = q
+		}
+		return q
+	}
+	for _, st := range stats {
+		get(st.Queue).Counts[st.State] += st.Count
+	}
+	for name, at := range paused {
+		q := get(name)
+		q.Paused = true
+		at := at.UTC()
+		q.PausedAt = &at
+	}
+	out := make([]QueueInfo, 0, len(by))
+	for _, q := range by {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // SortStats orders stats by queue, then state in lifecycle order, the
 // order every store returns them in.
 func SortStats(st []QueueStats) {

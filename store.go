@@ -60,6 +60,18 @@ type Store interface {
 	RescueExpired(ctx context.Context, limit int) (int, error)
 	// SetGroupLimit sets how many jobs of a group may run at once (default 1).
 	SetGroupLimit(ctx context.Context, group string, limit int) error
+	// PauseQueue stops claims, in every process, from taking the queue's
+	// jobs: a claim that starts after PauseQueue returns takes none.
+	// Enqueues still work and running jobs finish as usual. The pause
+	// persists until ResumeQueue. Pausing a paused queue changes nothing.
+	PauseQueue(ctx context.Context, queue string) error
+	// ResumeQueue lets claims take the queue's jobs again and wakes the
+	// workers waiting for them. Resuming a queue that is not paused
+	// changes nothing.
+	ResumeQueue(ctx context.Context, queue string) error
+	// Queues lists every queue that has jobs or is paused, by name, with
+	// its job counts per state and whether it is paused.
+	Queues(ctx context.Context) ([]QueueInfo, error)
 	// Prune deletes up to p.Limit finished jobs in p.State finished before
 	// p.Before, and returns how many it deleted.
 	Prune(ctx context.Context, p PruneParams) (int, error)

@@ -119,6 +119,9 @@ func (p PruneParams) Normalize() (PruneParams, error) {
 	return p, nil
 }
 
+// CheckQueue reports whether name is a usable queue name.
+func CheckQueue(name string) error { return checkName("queue", name, true) }
+
 // CheckGroupLimit reports whether n is a usable per-group concurrency limit.
 func CheckGroupLimit(group string, n int) error {
 	if err := checkName("group", group, true); err != nil {

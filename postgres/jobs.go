@@ -673,3 +673,55 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	}
 	return claim(ctx, tx, p, uuid.NewString())
 }
+
+// PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql).
+func (s *Store) PauseQueue(ctx context.Context, queue string) error {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, pauseQueueSQL, queue); err != nil {
+		return opErr("pause queue", err)
+	}
+	return nil
+}
+
+// ResumeQueue lets claims take queue's jobs again.
+func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, resumeQueueSQL, queue).Scan(&n); err != nil {
+		return opErr("resume queue", err)
+	}
+	if n > 0 {
+		s.hub.Broadcast()
+	}
+	return nil
+}
+
+// Queues lists every queue with jobs or paused.
+func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, pausedQueuesSQL)
+	if err != nil {
+		return nil, opErr("queues", err)
+	}
+	defer rows.Close()
+	paused := map[string]time.Time{}
+	for rows.Next() {
+		var name string
+		var at time.Time
+		if err := rows.Scan(&name, &at); err != nil {
+			return nil, opErr("queues", err)
+		}
+		paused[name] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, opErr("queues", err)
+	}
+	return readpast.QueueInfos(stats, paused), nil
+}

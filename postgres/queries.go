@@ -36,6 +36,9 @@ var (
 	setGroupLimitSQL   = mustStatement("set_group_limit")
 	tokenStatesSQL     = mustStatement("token_states")
 	endClaimSessionSQL = mustStatement("end_claim_session")
+	pauseQueueSQL      = mustStatement("pause_queue")
+	resumeQueueSQL     = mustStatement("resume_queue")
+	pausedQueuesSQL    = mustStatement("paused_queues")
 )
 
 // fragments are parsed once and cloned for every statement.

@@ -101,6 +101,9 @@ type groupLook struct {
 // whether a group it looked at still has a free slot and a job to give.
 func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, err error) {
 	nowUS := micros(now)
+	if queues, err = openQueues(ctx, tx, queues); err != nil || len(queues) == 0 {
+		return nil, false, err
+	}
 	var cands []candidate
 	for _, q := range queues {
 		got, err := queryCandidates(ctx, tx, ungroupedSQL, q, nowUS, p.Limit)
@@ -190,6 +193,40 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
 	return jobs, freed, nil
+}
+
+// openQueues returns the queues that are not paused, in order.
+func openQueues(ctx context.Context, tx *sql.Tx, queues []string) ([]string, error) {
+	js, err := json.Marshal(queues)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, pausedAmongSQL, string(js))
+	if err != nil {
+		return nil, err
+	}
+	paused := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		paused[name] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	if len(paused) == 0 {
+		return queues, nil
+	}
+	open := make([]string, 0, len(queues))
+	for _, q := range queues {
+		if !paused[q] {
+			open = append(open, q)
+		}
+	}
+	return open, nil
 }
 
 // lookAtMarkedGroups finds the groups named by the first limit due marks

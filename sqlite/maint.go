@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/readpast/readpast"
 )
@@ -139,4 +140,65 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 		return err
 	})
 	return int(n), err
+}
+
+// PauseQueue stops claims from taking queue's jobs.
+func (s *Store) PauseQueue(ctx context.Context, queue string) error {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	return s.writeTx(ctx, "pause queue", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, pauseQueueSQL, queue, micros(s.now()))
+		return err
+	})
+}
+
+// ResumeQueue lets claims take queue's jobs again.
+func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	var n int64
+	err := s.writeTx(ctx, "resume queue", func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, resumeQueueSQL, queue)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err == nil && n > 0 {
+		s.wake()
+	}
+	return err
+}
+
+// Queues lists every queue with jobs or paused.
+func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	paused := map[string]time.Time{}
+	err = s.readOp(ctx, "queues", func(db *sql.DB) error {
+		clear(paused)
+		rows, err := db.QueryContext(ctx, pausedQueuesSQL)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			var at int64
+			if err := rows.Scan(&name, &at); err != nil {
+				return err
+			}
+			paused[name] = fromMicros(at)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return readpast.QueueInfos(stats, paused), nil
 }

@@ -35,15 +35,28 @@ VALUES `
 // Claim and ready marks (migrations/0003_ready_marks.sql).
 const (
 	// claimProbeSQL runs on the read pool: is there anything a claim of
-	// the queues in ?1 (a JSON array) would look at: a due pending
-	// ungrouped job, or a due ready mark? It lets an idle poller skip the
-	// write lock.
-	claimProbeSQL = `SELECT EXISTS (
+	// the queues in ?1 (a JSON array) that are not paused would look at: a
+	// due pending ungrouped job, or a due ready mark? It lets an idle
+	// poller skip the write lock.
+	claimProbeSQL = `WITH open(name) AS (
+    SELECT value FROM json_each(?1)
+    WHERE value NOT IN (SELECT name FROM readpast_queues WHERE paused_at IS NOT NULL))
+SELECT EXISTS (
     SELECT 1 FROM readpast_jobs
-    WHERE queue IN (SELECT value FROM json_each(?1)) AND state = 'pending' AND group_key IS NULL AND run_at <= ?2)
+    WHERE queue IN (SELECT name FROM open) AND state = 'pending' AND group_key IS NULL AND run_at <= ?2)
   OR EXISTS (
     SELECT 1 FROM readpast_group_ready
-    WHERE queue IN (SELECT value FROM json_each(?1)) AND run_at <= ?2)`
+    WHERE queue IN (SELECT name FROM open) AND run_at <= ?2)`
+	// pausedAmongSQL lists the queues of ?1 (a JSON array) that are
+	// paused: a claim leaves them out.
+	pausedAmongSQL = `SELECT name FROM readpast_queues
+WHERE paused_at IS NOT NULL AND name IN (SELECT value FROM json_each(?1))`
+	// pauseQueueSQL pauses queue ?1 at ?2, keeping the time of a pause
+	// already in force; resumeQueueSQL resumes it.
+	pauseQueueSQL = `INSERT INTO readpast_queues (name, paused_at) VALUES (?1, ?2)
+ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(paused_at, excluded.paused_at)`
+	resumeQueueSQL  = `UPDATE readpast_queues SET paused_at = NULL WHERE name = ?1 AND paused_at IS NOT NULL`
+	pausedQueuesSQL = `SELECT name, paused_at FROM readpast_queues WHERE paused_at IS NOT NULL`
 	// ungroupedSQL lists the first ?3 due pending ungrouped jobs of queue
 	// ?1 in claim order.
 	ungroupedSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs

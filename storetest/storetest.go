@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"Release", testRelease},
 		{"CancelAndRetry", testCancelRetry},
 		{"ListAndStats", testListStats},
+		{"PauseAndResumeQueues", testPause},
 		{"Prune", testPrune},
 		{"GroupMutualExclusion", testGroupExclusion},
 		{"GroupLimit", testGroupLimit},

@@ -9,6 +9,9 @@
 -- concurrent commit changed that row since this statement's snapshot,
 -- PostgreSQL hands the lock, and the values, of the newest version.
 --
+-- open_queues: the queues of $1 that are not paused (readpast_queues, read
+--   without a lock: a pause that commits while this statement runs takes
+--   effect on the next claim).
 -- ungrouped: per queue, the first pending ungrouped jobs in claim order,
 --   locked SKIP LOCKED.
 -- marks: per queue, the first ready marks in claim order (see
@@ -39,9 +42,13 @@
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue. Marks of jobs not yet due stay: nobody else would
 --   mark those jobs when they come due.
-WITH ungrouped AS (
+WITH open_queues AS (
+    SELECT name FROM unnest($1::text[]) AS q(name)
+    WHERE NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
+),
+ungrouped AS (
     SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
-    FROM unnest($1::text[]) AS q(name)
+    FROM open_queues q
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at
         FROM readpast_jobs
@@ -53,7 +60,7 @@ WITH ungrouped AS (
 ),
 marks AS (
     SELECT m.mark, m.group_key
-    FROM unnest($1::text[]) AS q(name)
+    FROM open_queues q
     CROSS JOIN LATERAL (
         SELECT ctid AS mark, group_key
         FROM readpast_group_ready
@@ -97,7 +104,7 @@ heads AS (
 taken_heads AS (
     SELECT id, priority, run_at, group_key
     FROM readpast_jobs
-    WHERE id = ANY (ARRAY(SELECT id FROM heads WHERE claimable AND queue = ANY ($1::text[])))
+    WHERE id = ANY (ARRAY(SELECT id FROM heads WHERE claimable AND queue IN (SELECT name FROM open_queues)))
       AND state = 'pending' AND run_at <= now()
       AND readpast_stall('claim.group_heads', id)
     FOR UPDATE SKIP LOCKED
