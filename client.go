@@ -55,6 +55,10 @@ type Config struct {
 	RescueInterval time.Duration
 	// RetryPolicy defaults to DefaultRetryPolicy.
 	RetryPolicy RetryPolicy
+	// JobTimeout bounds each attempt of kinds that set no timeout of their
+	// own (HandlerOptions): the handler's ctx ends after it and the attempt
+	// fails with a *TimeoutError. Zero means no bound.
+	JobTimeout time.Duration
 	// Retention deletes finished jobs once they are this old, per state,
 	// every RetentionInterval. The zero value keeps everything.
 	Retention Retention
@@ -111,6 +115,9 @@ func (c Config) validate() error {
 	}
 	if c.PollInterval < time.Millisecond {
 		return invalid("PollInterval", "must be at least 1ms")
+	}
+	if c.JobTimeout < 0 {
+		return invalid("JobTimeout", "must not be negative (zero means no timeout)")
 	}
 	if c.Retention.Succeeded < 0 || c.Retention.Failed < 0 || c.Retention.Cancelled < 0 {
 		return invalid("Retention", "must not be negative")

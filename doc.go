@@ -20,8 +20,9 @@
 // register a handler per kind; NewClient and Client.Start run a pool of
 // workers per queue that claim jobs in batches, keep each job's lease
 // alive until its outcome is written, retry failures with backoff
-// (RetryPolicy; Permanent to give up), record panics with their stack,
-// and release unfinished jobs on Stop. Programs in other languages use the
+// (RetryPolicy; Permanent to give up), end handlers at their timeout
+// (HandlerOptions.Timeout and JobTimeout, Config.JobTimeout), record panics
+// with their stack, and release unfinished jobs on Stop. Programs in other languages use the
 // HTTP API of the readpast binary instead (package httpapi).
 //
 // # Guarantees

@@ -116,9 +116,10 @@ func (p *producer) execute(job *Job) {
 	}
 	ctx, cancel := context.WithCancelCause(p.workCtx)
 	defer cancel(nil)
-	if h.opts.Timeout > 0 {
+	timeout := h.timeout(job, c.cfg.JobTimeout)
+	if timeout > 0 {
 		var stopTimeout context.CancelFunc
-		ctx, stopTimeout = context.WithTimeout(ctx, h.opts.Timeout)
+		ctx, stopTimeout = context.WithTimeoutCause(ctx, timeout, ErrHandlerTimeout)
 		defer stopTimeout()
 	}
 	// The lease is kept alive until the outcome is written, not only while
@@ -159,6 +160,9 @@ func (p *producer) execute(job *Job) {
 			log.Warn("release on shutdown", slog.Any("error", rerr))
 		}
 		return
+	}
+	if errors.Is(cause, ErrHandlerTimeout) {
+		err = &TimeoutError{Timeout: timeout, Err: err}
 	}
 	var stack string
 	var pe *PanicError

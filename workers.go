@@ -1,6 +1,7 @@
 package readpast
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,16 +11,35 @@ import (
 
 // HandlerFunc runs one job. It returns the job's result (marshalled to
 // JSON; nil for none) or an error, which fails the attempt. Its ctx is
-// cancelled when the claim's lease is lost (context.Cause is ErrLeaseLost)
-// or when the client stops past its deadline (ErrShutdown).
+// cancelled when the claim's lease is lost (context.Cause is ErrLeaseLost),
+// when the attempt's timeout passes (ErrHandlerTimeout) or when the client
+// stops past its deadline (ErrShutdown).
 type HandlerFunc func(ctx context.Context, job *Job) (any, error)
 
 // HandlerOptions tune one kind's handling. Zero fields take the client's.
 type HandlerOptions struct {
 	// RetryPolicy decides the wait before the next attempt.
 	RetryPolicy RetryPolicy
-	// Timeout bounds one attempt; the handler's ctx ends after it.
+	// Timeout bounds one attempt of this kind: the handler's ctx ends
+	// after it (context.Cause is ErrHandlerTimeout) and, unless the
+	// handler still succeeds, the attempt fails with a *TimeoutError.
+	// Zero takes Config.JobTimeout; negative means none.
 	Timeout time.Duration
+	// JobTimeout, when set, decides one job's timeout, say from its
+	// payload: a positive answer bounds the attempt, negative means none,
+	// and zero falls back to Timeout.
+	JobTimeout func(job *Job) time.Duration
+}
+
+// timeout returns how long the attempt of job may run, given the client's
+// default; 0 means no bound.
+func (h handler) timeout(job *Job, clientDefault time.Duration) time.Duration {
+	d := time.Duration(0)
+	if h.opts.JobTimeout != nil {
+		d = h.opts.JobTimeout(job)
+	}
+	d = cmp.Or(d, h.opts.Timeout, clientDefault)
+	return max(d, 0)
 }
 
 type handler struct {
@@ -74,7 +94,29 @@ var (
 	// ErrShutdown: the client stopped before the handler finished; the job
 	// is released for another worker.
 	ErrShutdown = errors.New("readpast: client shutting down")
+	// ErrHandlerTimeout: the attempt ran past its timeout
+	// (HandlerOptions.Timeout, JobTimeout or Config.JobTimeout). Unlike a
+	// lost lease, the claim is still good and the failure is recorded.
+	ErrHandlerTimeout = errors.New("readpast: handler timed out")
 )
+
+// TimeoutError is the error recorded for an attempt whose handler returned
+// an error after its timeout ended its ctx. It matches ErrHandlerTimeout.
+type TimeoutError struct {
+	// Timeout is the bound the attempt ran past.
+	Timeout time.Duration
+	// Err is what the handler returned.
+	Err error
+}
+
+// Error says that the handler timed out, after how long, and what it
+// returned.
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%v after %s (the handler returned: %v)", ErrHandlerTimeout, e.Timeout, e.Err)
+}
+
+// Unwrap returns the handler's error and ErrHandlerTimeout.
+func (e *TimeoutError) Unwrap() []error { return []error{ErrHandlerTimeout, e.Err} }
 
 // permanentError marks an error that must not be retried.
 type permanentError struct{ err error }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,6 +72,9 @@ func TestQueueCollectorForClients(t *testing.T) {
 	e.enqueue(`{"kind":"a","queue":"x"}`)
 	e.enqueue(`{"kind":"a","queue":"y"}`)
 	e.enqueue(`{"kind":"a","queue":"y"}`)
+	if err := e.store.PauseQueue(context.Background(), "z"); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewQueueCollector(e.store, QueueCollectorOptions{MaxQueues: 1}))
 	mfs, err := reg.Gather()
@@ -87,8 +91,8 @@ func TestQueueCollectorForClients(t *testing.T) {
 			got[key] = m.GetGauge().GetValue()
 		}
 	}
-	if len(got) != 11 || got["readpast_queue_stats_up"] != 1 ||
+	if len(got) != 12 || got["readpast_queue_stats_up"] != 1 || got["readpast_queues_paused"] != 1 ||
 		got["readpast_queue_jobs,queue=y,state=pending"] != 2 || got["readpast_queue_jobs,queue=_other,state=pending"] != 1 {
-		t.Errorf("gathered %v: want up, then y and x (as _other) with every state", got)
+		t.Errorf("gathered %v: want up, one paused queue, then y and x (as _other) with every state", got)
 	}
 }

@@ -125,12 +125,12 @@ func (s *server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request) {
-	stats, err := s.store.Stats(r.Context())
+	qs, err := s.store.Queues(r.Context())
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(stats))
+	s.writeJSON(w, r, http.StatusOK, NewStatsResponse(QueueStatsOf(qs), qs))
 }
 
 // jobOp serves POST /v1/jobs/{id}/...: it parses the id and reads the body,

@@ -188,14 +188,14 @@ type QueueCollectorOptions struct {
 	// the most jobs at scrape time. The others are summed up under
 	// queue="_other" (OtherLabel). 0 means DefaultMetricsMaxQueues.
 	MaxQueues int
-	// Logger receives failed Stats calls; nil discards them.
+	// Logger receives failed Queues calls; nil discards them.
 	Logger *slog.Logger
 }
 
 // NewQueueCollector returns a Prometheus collector of the jobs in store
-// per queue and state, counted by Store.Stats at each scrape:
-// readpast_queue_jobs{queue, state}, and readpast_queue_stats_up (1 when
-// the count worked). Only queues that hold jobs have series, at most
+// per queue and state, counted by Store.Queues at each scrape:
+// readpast_queue_jobs{queue, state}, readpast_queues_paused (how many
+// queues are paused) and readpast_queue_stats_up (1 when the count worked). Only queues that hold jobs have series, at most
 // opts.MaxQueues of them plus one for the rest, each with every state, so
 // the number of series is bounded however many queue names are used.
 //
@@ -215,41 +215,47 @@ func NewQueueCollector(store readpast.Store, opts QueueCollectorOptions) prometh
 		log:   opts.Logger,
 		max:   opts.MaxQueues,
 		desc: prometheus.NewDesc("readpast_queue_jobs",
-			"Jobs per queue and state, counted by Store.Stats at scrape time; queues beyond the busiest ones are summed under queue=\"_other\".",
+			"Jobs per queue and state, counted by Store.Queues at scrape time; queues beyond the busiest ones are summed under queue=\"_other\".",
 			[]string{"queue", "state"}, nil),
 		up: prometheus.NewDesc("readpast_queue_stats_up",
-			"1 when the last scrape's Store.Stats call succeeded, else 0.", nil, nil),
+			"1 when the last scrape's Store.Queues call succeeded, else 0.", nil, nil),
+		paused: prometheus.NewDesc("readpast_queues_paused",
+			"How many queues are paused (GET /v1/queues names them).", nil, nil),
 	}
 }
 
 // depthCollector reports job counts per queue and state by calling
-// Store.Stats at scrape time.
+// Store.Queues at scrape time.
 type depthCollector struct {
-	store readpast.Store
-	log   *slog.Logger
-	max   int
-	desc  *prometheus.Desc
-	up    *prometheus.Desc
+	store  readpast.Store
+	log    *slog.Logger
+	max    int
+	desc   *prometheus.Desc
+	up     *prometheus.Desc
+	paused *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.desc
 	ch <- c.up
+	ch <- c.paused
 }
 
 // Collect implements prometheus.Collector.
 func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
 	defer cancel()
-	stats, err := c.store.Stats(ctx)
+	qs, err := c.store.Queues(ctx)
 	if err != nil {
 		c.log.WarnContext(ctx, "metrics: store stats", slog.Any("error", err))
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	queues := NewStatsResponse(stats).Queues
+	res := NewStatsResponse(QueueStatsOf(qs), qs)
+	ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, float64(len(res.Paused)))
+	queues := res.Queues
 	type queueTotal struct {
 		name  string
 		total int64

@@ -224,6 +224,9 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "POST /v1/jobs/{id}/cancel", handler: s.cancel},
 		{pattern: "POST /v1/jobs/{id}/retry", handler: s.retry},
 		{pattern: "GET /v1/stats", handler: s.stats},
+		{pattern: "GET /v1/queues", handler: s.queues},
+		{pattern: "POST /v1/queues/{name}/pause", handler: s.pauseQueue},
+		{pattern: "POST /v1/queues/{name}/resume", handler: s.resumeQueue},
 	}
 	if cfg.Registry != nil {
 		prom := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{s.log}})

@@ -143,17 +143,23 @@ type HeartbeatResponse struct {
 }
 
 // StatsResponse is the body of GET /v1/stats: job counts per queue and
-// state (every state present, zero included), and the totals per state.
+// state (every state present, zero included), the totals per state, and
+// the paused queues.
 type StatsResponse struct {
 	Queues map[string]map[readpast.JobState]int64 `json:"queues"`
 	Totals map[readpast.JobState]int64            `json:"totals"`
+	// Paused names the paused queues, sorted; a paused queue without jobs
+	// is here and not in Queues.
+	Paused []string `json:"paused"`
 }
 
-// NewStatsResponse groups store stats per queue, filling every state.
-func NewStatsResponse(stats []readpast.QueueStats) StatsResponse {
+// NewStatsResponse groups store stats per queue, filling every state, and
+// lists the paused queues among qs (from Store.Queues; nil for none).
+func NewStatsResponse(stats []readpast.QueueStats, qs []readpast.QueueInfo) StatsResponse {
 	out := StatsResponse{
 		Queues: map[string]map[readpast.JobState]int64{},
 		Totals: map[readpast.JobState]int64{},
+		Paused: []string{},
 	}
 	for _, s := range readpast.AllStates {
 		out.Totals[s] = 0
@@ -169,6 +175,24 @@ func NewStatsResponse(stats []readpast.QueueStats) StatsResponse {
 		}
 		q[st.State] += st.Count
 		out.Totals[st.State] += st.Count
+	}
+	for _, q := range qs {
+		if q.Paused {
+			out.Paused = append(out.Paused, q.Name)
+		}
+	}
+	return out
+}
+
+// QueueStatsOf flattens Store.Queues's counts back to per-state stats.
+func QueueStatsOf(qs []readpast.QueueInfo) []readpast.QueueStats {
+	var out []readpast.QueueStats
+	for _, q := range qs {
+		for _, s := range readpast.AllStates {
+			if n := q.Counts[s]; n > 0 {
+				out = append(out, readpast.QueueStats{Queue: q.Name, State: s, Count: n})
+			}
+		}
 	}
 	return out
 }

@@ -409,6 +409,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		`DROP TRIGGER readpast_jobs_attempt_insert`,
 		`DROP TRIGGER readpast_jobs_attempt_update`,
 		`DROP TABLE readpast_group_ready`,
+		`DROP TABLE readpast_queues`,
 		`DROP INDEX readpast_jobs_ungrouped`,
 		`CREATE INDEX readpast_jobs_claim ON readpast_jobs (queue, priority, run_at, id, group_key) WHERE state = 'pending'`,
 		`DELETE FROM readpast_schema_migrations WHERE version > 1`,

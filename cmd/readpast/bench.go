@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +17,8 @@ const benchSynopsis = `bench [--database-url URL] [--scenarios LIST] [--scale X]
 Runs the benchmark scenarios (docs/benchmarks.md) against readpast and prints
 a table (or JSON). Without --database-url it uses a new SQLite file in a
 temporary folder. A given database must be one for benchmarks only: every
-scenario deletes all jobs, and bench refuses a database that holds any.`
+scenario deletes all jobs, and bench refuses a database that holds any; it
+leaves the database empty when it is done.`
 
 // runBench runs `readpast bench`.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -72,6 +74,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		o.Progress = stderr
 	}
 	results, err := benchkit.Run(ctx, []benchkit.System{sys}, scenarios, *rounds, o)
+	// Leave the database as bench found it, empty, so it can run again.
+	if rerr := sys.Reset(context.WithoutCancel(ctx)); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("delete the benchmark's jobs: %w", rerr))
+	}
 	if *asJSON {
 		if werr := writeJSON(stdout, results); werr != nil {
 			return werr

@@ -87,9 +87,36 @@ func (d *direct) job(ctx context.Context, action string, id int64) (httpapi.Job,
 func (d *direct) stats(ctx context.Context) (httpapi.StatsResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	st, err := d.store.Stats(ctx)
+	qs, err := d.store.Queues(ctx)
 	if err != nil {
 		return httpapi.StatsResponse{}, err
 	}
-	return httpapi.NewStatsResponse(st), nil
+	return httpapi.NewStatsResponse(httpapi.QueueStatsOf(qs), qs), nil
+}
+
+func (d *direct) queues(ctx context.Context) (httpapi.QueuesResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	qs, err := d.store.Queues(ctx)
+	if err != nil {
+		return httpapi.QueuesResponse{}, err
+	}
+	return httpapi.NewQueuesResponse(qs), nil
+}
+
+func (d *direct) queue(ctx context.Context, action, name string) (httpapi.Queue, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	op := d.store.PauseQueue
+	if action == "resume" {
+		op = d.store.ResumeQueue
+	}
+	if err := op(ctx, name); err != nil {
+		return httpapi.Queue{}, err
+	}
+	qs, err := d.store.Queues(ctx)
+	if err != nil {
+		return httpapi.Queue{}, err
+	}
+	return httpapi.QueueNamed(qs, name), nil
 }

@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -877,9 +879,48 @@ func runE2E(t *testing.T, bin, db string) {
 	}
 	var cliStats struct {
 		Queues map[string]map[string]int64 `json:"queues"`
+		Paused []string                    `json:"paused"`
 	}
 	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, remoteEnv, "", "stats", "--json")), &cliStats); err != nil || cliStats.Queues["stdin"]["pending"] != 3 {
 		t.Errorf("stats --json: %+v %v", cliStats, err)
+	}
+	// Pause through the server, see it directly, resume directly.
+	if out := mustCLI(t, bin, "", append([]string{"queues", "pause", "stdin"}, remote...)...); !strings.Contains(out, "queue stdin is paused") || !strings.Contains(out, "3 pending") {
+		t.Errorf("queues pause = %q", out)
+	}
+	var none struct{ Jobs []json.RawMessage }
+	api.must("POST", "/v1/claim", `{"worker":"w","queues":["stdin"],"limit":10}`, 200, &none)
+	if len(none.Jobs) != 0 {
+		t.Errorf("claimed %d jobs from a paused queue", len(none.Jobs))
+	}
+	if out := mustCLI(t, bin, "", append([]string{"queues", "list"}, direct...)...); !strings.Contains(out, "PAUSED") || !regexp.MustCompile(`(?m)^stdin +since `).MatchString(out) {
+		t.Errorf("queues list = %q", out)
+	}
+	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, remoteEnv, "", "stats", "--json")), &cliStats); err != nil || !slices.Equal(cliStats.Paused, []string{"stdin"}) {
+		t.Errorf("stats --json with stdin paused: %+v %v", cliStats, err)
+	}
+	if r := runCLI(t, bin, "", append([]string{"queues", "pause", "a b"}, remote...)...); r.code != 2 || !strings.Contains(r.stderr, "queue") {
+		t.Errorf("queues pause with a bad name: %+v", r)
+	}
+	if r := runCLI(t, bin, "", "queues", "pause", "x", "--url", srv.base, "--token", "read-token"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
+		t.Errorf("queues pause with a read token: %+v", r)
+	}
+	if out := mustCLI(t, bin, "", append([]string{"queues", "resume", "stdin"}, direct...)...); out != "queue stdin is running: 3 pending jobs\n" {
+		t.Errorf("queues resume = %q", out)
+	}
+	var ql struct {
+		Queues []struct {
+			Name   string `json:"name"`
+			Paused bool   `json:"paused"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"queues", "--json"}, remote...)...)), &ql); err != nil || len(ql.Queues) == 0 {
+		t.Errorf("queues --json: %+v %v", ql, err)
+	}
+	for _, q := range ql.Queues {
+		if q.Paused {
+			t.Errorf("queue %s still paused after resume", q.Name)
+		}
 	}
 	// Tokens: none, or a read-only one for a write.
 	if r := runCLI(t, bin, "", "stats", "--url", srv.base); r.code != 1 || !strings.Contains(r.stderr, "--token or $READPAST_TOKEN") {

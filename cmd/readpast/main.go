@@ -7,11 +7,12 @@
 //	readpast migrate  [up|status] [--database-url URL]
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
 //	readpast jobs     list|show|cancel|retry [flags]
+//	readpast queues   list|pause|resume [NAME] [--json]
 //	readpast stats    [--json]
 //	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
 //	readpast version  [--json]
 //
-// enqueue, jobs and stats talk to a readpast server's HTTP API (--url or
+// enqueue, jobs, queues and stats talk to a readpast server's HTTP API (--url or
 // READPAST_URL, default http://127.0.0.1:8080, with --token or
 // READPAST_TOKEN), or, given --database-url (or READPAST_DATABASE_URL
 // without READPAST_URL), to an existing database directly. serve and
@@ -30,6 +31,18 @@ import (
 	"slices"
 )
 
+// actions lists the actions of a subcommand that has them; a message
+// about one names the action too.
+func actions(command string) []string {
+	switch command {
+	case "jobs":
+		return []string{"list", "show", "cancel", "retry"}
+	case "queues":
+		return []string{"list", "pause", "resume"}
+	}
+	return nil
+}
+
 // command is one subcommand.
 type command struct {
 	name    string
@@ -44,6 +57,7 @@ func commands() []command {
 		{"migrate", "bring the database schema up to date, or show its status", runMigrate},
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
 		{"jobs", "list, show, cancel or retry jobs", runJobs},
+		{"queues", "list queues, or pause or resume one", runQueues},
 		{"stats", "show job counts per queue and state", runStats},
 		{"bench", "run the benchmark scenarios against a database of its own", runBench},
 		{"version", "print the version", runVersion},
@@ -71,7 +85,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
-		if name == "jobs" && len(args) > 1 && slices.Contains([]string{"list", "show", "cancel", "retry"}, args[1]) {
+		if len(args) > 1 && slices.Contains(actions(name), args[1]) {
 			name += " " + args[1] // messages name the action
 		}
 		switch {

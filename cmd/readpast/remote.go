@@ -202,3 +202,15 @@ func (c *remote) stats(ctx context.Context) (httpapi.StatsResponse, error) {
 	err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &st)
 	return st, err
 }
+
+func (c *remote) queues(ctx context.Context) (httpapi.QueuesResponse, error) {
+	var res httpapi.QueuesResponse
+	err := c.do(ctx, http.MethodGet, "/v1/queues", nil, &res)
+	return res, err
+}
+
+func (c *remote) queue(ctx context.Context, action, name string) (httpapi.Queue, error) {
+	var q httpapi.Queue
+	err := c.do(ctx, http.MethodPost, "/v1/queues/"+url.PathEscape(name)+"/"+action, nil, &q)
+	return q, err
+}

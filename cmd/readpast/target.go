@@ -27,7 +27,8 @@ const defaultURL = "http://127.0.0.1:8080"
 // defaultTimeout bounds one request of a job command.
 const defaultTimeout = 30 * time.Second
 
-// backend is what the job commands (enqueue, jobs, stats) work through:
+// backend is what the job commands (enqueue, jobs, queues, stats) work
+// through:
 // the HTTP API of a running server, or a database opened directly.
 type backend interface {
 	// enqueue enqueues jobs, each the body of POST /v1/jobs, all or none.
@@ -39,6 +40,10 @@ type backend interface {
 	job(ctx context.Context, action string, id int64) (httpapi.Job, error)
 	// stats counts jobs per queue and state.
 	stats(ctx context.Context) (httpapi.StatsResponse, error)
+	// queues lists the queues as GET /v1/queues does.
+	queues(ctx context.Context) (httpapi.QueuesResponse, error)
+	// queue pauses or resumes a queue (action "pause" or "resume").
+	queue(ctx context.Context, action, name string) (httpapi.Queue, error)
 	// close releases the backend.
 	close() error
 }

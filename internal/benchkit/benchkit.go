@@ -57,6 +57,13 @@ type Grouper interface {
 	EnqueueGrouped(ctx context.Context, g string, n int) error
 }
 
+// Pauser is implemented by systems that can pause a queue.
+type Pauser interface {
+	// PausedQueues creates n other queues, each holding jobs waiting jobs,
+	// and pauses them.
+	PausedQueues(ctx context.Context, n, jobs int) error
+}
+
 // ErrNotApplicable: the scenario needs something the system lacks.
 var ErrNotApplicable = errors.New("benchkit: scenario does not apply to this system")
 
@@ -363,6 +370,18 @@ func LargeBacklog(ctx context.Context, sys System, o Options, backlog int) (Resu
 	n := o.n(backlog)
 	return drain(ctx, sys, o, fmt.Sprintf("drain, %d waiting", n), 1000, func() error {
 		return sys.Backlog(ctx, n)
+	})
+}
+
+// PausedQueues drains with n other queues paused, each holding 10 jobs:
+// what a claim costs must not grow with the queues it does not take from.
+func PausedQueues(ctx context.Context, sys System, o Options, n int) (Result, error) {
+	p, ok := sys.(Pauser)
+	if !ok {
+		return Result{Scenario: fmt.Sprintf("drain, %d queues paused", n), System: sys.Name()}, ErrNotApplicable
+	}
+	return drain(ctx, sys, o, fmt.Sprintf("drain, %d queues paused", n), 1000, func() error {
+		return p.PausedQueues(ctx, n, 10)
 	})
 }
 

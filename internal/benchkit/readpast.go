@@ -28,6 +28,7 @@ var (
 	_ System      = (*Readpast)(nil)
 	_ Snapshotter = (*Readpast)(nil)
 	_ Grouper     = (*Readpast)(nil)
+	_ Pauser      = (*Readpast)(nil)
 )
 
 // ReadpastPostgres opens readpast on the PostgreSQL database at url and
@@ -47,8 +48,8 @@ func ReadpastPostgres(ctx context.Context, url string) (*Readpast, error) {
 		url:   url,
 		reset: func(ctx context.Context) error {
 			return execAll(ctx, s.Pool(),
-				"TRUNCATE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready",
-				"VACUUM ANALYZE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready")
+				"TRUNCATE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues",
+				"VACUUM ANALYZE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues")
 		},
 		history: func(ctx context.Context, n int) error {
 			if _, err := s.Pool().Exec(ctx, historySQLPostgres, n); err != nil {
@@ -95,7 +96,7 @@ func ReadpastSQLite(ctx context.Context, path string) (*Readpast, error) {
 		store: s,
 		reset: func(ctx context.Context) error {
 			_, err := s.DB().ExecContext(ctx, `DELETE FROM readpast_jobs; DELETE FROM readpast_history;
-				DELETE FROM readpast_groups; DELETE FROM readpast_group_ready`)
+				DELETE FROM readpast_groups; DELETE FROM readpast_group_ready; DELETE FROM readpast_queues`)
 			return err
 		},
 		history: func(ctx context.Context, n int) error {
@@ -160,6 +161,28 @@ func (r *Readpast) Backlog(ctx context.Context, n int) error {
 			return err
 		}
 		n -= len(ps)
+	}
+	return nil
+}
+
+// PausedQueues implements Pauser.
+func (r *Readpast) PausedQueues(ctx context.Context, n, jobs int) error {
+	ps := make([]readpast.EnqueueParams, 0, n*jobs)
+	for i := range n {
+		q := fmt.Sprint("paused-", i)
+		if err := r.store.PauseQueue(ctx, q); err != nil {
+			return err
+		}
+		for range jobs {
+			ps = append(ps, readpast.EnqueueParams{Kind: "bench", Queue: q})
+		}
+	}
+	for len(ps) > 0 {
+		k := min(len(ps), 5000)
+		if _, err := r.store.Enqueue(ctx, ps[:k]); err != nil {
+			return err
+		}
+		ps = ps[k:]
 	}
 	return nil
 }

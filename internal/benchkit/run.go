@@ -42,6 +42,9 @@ var Scenarios = []Scenario{
 	{"backlog", func(ctx context.Context, s System, o Options) (Result, error) {
 		return LargeBacklog(ctx, s, o, 1_000_000)
 	}},
+	{"paused-1000", func(ctx context.Context, s System, o Options) (Result, error) {
+		return PausedQueues(ctx, s, o, 1000)
+	}},
 	{"groups", Groups},
 	{"harness", Harness},
 	{"depth", func(ctx context.Context, s System, o Options) (Result, error) {
