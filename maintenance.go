@@ -17,12 +17,18 @@ const rescueBatch = 1000
 // idle group rows (a minute at DefaultRescueInterval).
 const GroupPruneEvery = 240
 
+// TidyEvery is how many rescue intervals pass between two calls of a
+// Tidier's Tidy (a second at DefaultRescueInterval; Tidy itself decides
+// whether anything is due).
+const TidyEvery = 4
+
 // groupPruneBatch bounds one prune statement.
 const groupPruneBatch = 1000
 
 // RunRescuer ends expired claims on store every interval until ctx is done,
 // and, when the store is a GroupPruner, deletes idle group rows at its
-// first tick and every GroupPruneEvery ticks after. Any number of rescuers
+// first tick and every GroupPruneEvery ticks after; when it is a Tidier,
+// it calls Tidy every TidyEvery ticks. Any number of rescuers
 // may run at once, in any number of processes: each claim is rescued by
 // exactly one of them. A Client runs one; so does `readpast serve`.
 func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *slog.Logger) {
@@ -32,9 +38,17 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	pruner, _ := store.(GroupPruner)
+	tidier, _ := store.(Tidier)
 	for tick := 0; ; tick++ {
 		if pruner != nil && tick%GroupPruneEvery == 0 {
 			pruneGroups(ctx, pruner, log)
+		}
+		if tidier != nil && tick%TidyEvery == 0 {
+			if n, err := tidier.Tidy(ctx); err != nil && ctx.Err() == nil {
+				log.WarnContext(ctx, "tidy", slog.Any("error", err))
+			} else if n > 0 {
+				log.DebugContext(ctx, "vacuumed", slog.Int("tables", n))
+			}
 		}
 		for {
 			n, err := store.RescueExpired(ctx, rescueBatch)

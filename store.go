@@ -112,6 +112,16 @@ type GroupPruner interface {
 	PruneGroups(ctx context.Context, limit int) (int, error)
 }
 
+// Tidier is implemented by stores whose tables need help between the
+// database's own clean-ups (PostgreSQL: every claim and finish leaves a
+// dead row in the live jobs table, and claims walk those that are not yet
+// vacuumed). RunRescuer calls Tidy every TidyEvery rescue intervals.
+type Tidier interface {
+	// Tidy does what is due, returns how many tables it cleaned, and never
+	// makes a claim or a write wait.
+	Tidy(ctx context.Context) (int, error)
+}
+
 // SchemaVersioner is implemented by stores that report their schema
 // version, for `readpast migrate status`.
 type SchemaVersioner interface {

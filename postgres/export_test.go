@@ -1,7 +1,16 @@
 package postgres
 
+import "time"
+
 // ClaimTx exposes claimTx to the tests of package postgres_test.
 var ClaimTx = claimTx
 
 // ClaimSQL is the claim statement, for EXPLAIN in benchmarks.
 var ClaimSQL = claimSQL
+
+// TidyWait is how long Tidy waits before it vacuums table again.
+func TidyWait(s *Store, table string) time.Duration {
+	s.tidy.mu.Lock()
+	defer s.tidy.mu.Unlock()
+	return s.tidy.wait[table]
+}

@@ -39,7 +39,17 @@ var (
 	pauseQueueSQL      = mustStatement("pause_queue")
 	resumeQueueSQL     = mustStatement("resume_queue")
 	pausedQueuesSQL    = mustStatement("paused_queues")
+	deadRowsSQL        = mustStatement("dead_rows")
 )
+
+// vacuumSQL is the VACUUM of each table Store.Tidy may vacuum, by name:
+// the statement is picked from this table, never assembled. SKIP_LOCKED:
+// when another VACUUM holds the table, skip it instead of waiting.
+var vacuumSQL = map[string]string{
+	"readpast_jobs":        "VACUUM (SKIP_LOCKED) readpast_jobs",
+	"readpast_group_ready": "VACUUM (SKIP_LOCKED) readpast_group_ready",
+	"readpast_groups":      "VACUUM (SKIP_LOCKED) readpast_groups",
+}
 
 // fragments are parsed once and cloned for every statement.
 var fragments = template.Must(template.New("fragments").ParseFS(sqlFiles, "sql/fragments/*.sql"))

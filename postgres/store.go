@@ -37,12 +37,15 @@ type Store struct {
 
 	listenOnce sync.Once
 	hub        *wake.Hub // local subscribers, woken by this store and by NOTIFY
+
+	tidy tidier // when Tidy may vacuum each table next
 }
 
 var (
 	_ readpast.Store           = (*Store)(nil)
 	_ readpast.Notifier        = (*Store)(nil)
 	_ readpast.SchemaVersioner = (*Store)(nil)
+	_ readpast.Tidier          = (*Store)(nil)
 )
 
 // DefaultConnectTimeout bounds each connection attempt (dial, TLS and
