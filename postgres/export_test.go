@@ -14,3 +14,7 @@ func TidyWait(s *Store, table string) time.Duration {
 	defer s.tidy.mu.Unlock()
 	return s.tidy.wait[table]
 }
+
+// FoldCountsSQL is the statement that folds count deltas, for tests that
+// hold one open in a transaction.
+var FoldCountsSQL = foldCountsSQL

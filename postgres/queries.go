@@ -40,15 +40,17 @@ var (
 	resumeQueueSQL     = mustStatement("resume_queue")
 	pausedQueuesSQL    = mustStatement("paused_queues")
 	deadRowsSQL        = mustStatement("dead_rows")
+	foldCountsSQL      = mustStatement("fold_counts")
 )
 
 // vacuumSQL is the VACUUM of each table Store.Tidy may vacuum, by name:
 // the statement is picked from this table, never assembled. SKIP_LOCKED:
 // when another VACUUM holds the table, skip it instead of waiting.
 var vacuumSQL = map[string]string{
-	"readpast_jobs":        "VACUUM (SKIP_LOCKED) readpast_jobs",
-	"readpast_group_ready": "VACUUM (SKIP_LOCKED) readpast_group_ready",
-	"readpast_groups":      "VACUUM (SKIP_LOCKED) readpast_groups",
+	"readpast_jobs":         "VACUUM (SKIP_LOCKED) readpast_jobs",
+	"readpast_group_ready":  "VACUUM (SKIP_LOCKED) readpast_group_ready",
+	"readpast_groups":       "VACUUM (SKIP_LOCKED) readpast_groups",
+	"readpast_count_deltas": "VACUUM (SKIP_LOCKED) readpast_count_deltas",
 }
 
 // fragments are parsed once and cloned for every statement.

@@ -37,8 +37,9 @@ type tidier struct {
 	noOwner bool // this role may not vacuum the tables: Tidy does nothing
 }
 
-// Tidy vacuums the store's churning tables (live jobs, ready marks and
-// group rows) whose dead rows outnumber their live ones, at most once per
+// Tidy folds the count deltas into the counts (see Stats), then vacuums
+// the store's churning tables (live jobs, ready marks, group rows, count
+// deltas) whose dead rows outnumber their live ones, at most once per
 // table every few seconds, and returns how many it vacuumed. It
 // implements readpast.Tidier; RunRescuer calls it. A vacuum never makes a
 // claim or a write wait (it takes no lock they conflict with), and skips
@@ -47,6 +48,9 @@ type tidier struct {
 // next vacuum waits twice as long, up to five minutes. When the store's
 // role does not own the tables, Tidy does nothing and says so once.
 func (s *Store) Tidy(ctx context.Context) (int, error) {
+	if err := s.FoldCounts(ctx); err != nil {
+		return 0, err
+	}
 	t := &s.tidy
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -121,4 +125,22 @@ func (s *Store) deadRows(ctx context.Context, table string) (int64, error) {
 		}
 	}
 	return 0, rows.Err()
+}
+
+// foldBatch bounds one fold statement.
+const foldBatch = 10000
+
+// FoldCounts folds every count delta written so far into the counts, in
+// batches; Stats then reads fewer rows. Tidy calls it. Only one process
+// folds at a time; the others' calls return at once.
+func (s *Store) FoldCounts(ctx context.Context) error {
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, foldCountsSQL, foldBatch).Scan(&n); err != nil {
+			return opErr("fold counts", err)
+		}
+		if n < foldBatch {
+			return nil
+		}
+	}
 }

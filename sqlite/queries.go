@@ -195,9 +195,8 @@ WHERE id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4) AND (?5 = '
   AND (?3 = '' OR (?3 IN ('succeeded', 'failed', 'cancelled') AND state = ?3))
 ORDER BY id DESC
 LIMIT ?6`
-	statsSQL = `SELECT queue, state, count(*) FROM readpast_jobs GROUP BY queue, state
-UNION ALL
-SELECT queue, state, count(*) FROM readpast_history GROUP BY queue, state`
+	// statsSQL reads the counts the triggers of migration 5 keep.
+	statsSQL = `SELECT queue, state, n FROM readpast_counts WHERE n <> 0`
 )
 
 // Maintenance.

@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"FailDiscard", testFailDiscard},
 		{"Release", testRelease},
 		{"CancelAndRetry", testCancelRetry},
+		{"StatsCountEveryChange", testStatsCountEveryChange},
 		{"ListAndStats", testListStats},
 		{"PauseAndResumeQueues", testPause},
 		{"Prune", testPrune},
