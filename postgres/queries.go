@@ -36,6 +36,20 @@ var (
 	setGroupLimitSQL   = mustStatement("set_group_limit")
 	tokenStatesSQL     = mustStatement("token_states")
 	endClaimSessionSQL = mustStatement("end_claim_session")
+
+	enqueueUniqueSQL = mustStatement("enqueue_unique")
+	uniqueStaleSQL   = mustStatement("unique_stale")
+	uniqueHolderSQL  = mustStatement("unique_holder")
+
+	schedulePutSQL    = mustStatement("schedule_put")
+	scheduleGetSQL    = mustStatement("schedule_get")
+	scheduleListSQL   = mustStatement("schedule_list")
+	scheduleDueSQL    = mustStatement("schedule_due")
+	schedulePauseSQL  = mustStatement("schedule_pause")
+	scheduleResumeSQL = mustStatement("schedule_resume")
+	scheduleDeleteSQL = mustStatement("schedule_delete")
+	scheduleRunsSQL   = mustStatement("schedule_runs")
+	scheduleFireSQL   = mustStatement("schedule_fire")
 )
 
 // fragments are parsed once and cloned for every statement.

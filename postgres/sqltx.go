@@ -15,7 +15,14 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs)
+	if anyKey(jobs) {
+		out, err := enqueueKeyed(ctx, sqlSource{tx}, jobs)
+		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
+			err = opErr("enqueue", err)
+		}
+		return out, err
+	}
+	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {
 		return nil, err
 	}

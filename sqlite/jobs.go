@@ -26,7 +26,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 	var out []*readpast.Job
 	err = s.writeTx(ctx, "enqueue", func(tx *sql.Tx) error {
 		var err error
-		out, err = insertJobs(ctx, tx, norm, s.now())
+		out, err = enqueueIn(ctx, tx, norm, s.now())
 		return err
 	})
 	if err != nil {
@@ -61,7 +61,7 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 		args := make([]any, 0, len(part)*enqueueRowParams)
 		for _, p := range part {
 			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
-				p.MaxAttempts, nullString(p.Group), nowUS)
+				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS))
 		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
@@ -101,6 +101,10 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 			if p.Group != "" {
 				g := p.Group
 				j.Group = &g
+			}
+			j.UniqueKey = p.UniqueKey
+			if u, ok := uniqueUntil(p, nowUS).(int64); ok {
+				j.UniqueUntil = optTime(sql.NullInt64{Int64: u, Valid: true})
 			}
 			out = append(out, j)
 		}
@@ -236,6 +240,9 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
 			return nil, false, err
 		}
+		if err := releaseKeys(ctx, tx, movedIDs, micros(now)); err != nil {
+			return nil, false, err
+		}
 	}
 	for i, c := range cs {
 		if first[i] != i || moved[pair{c.ID, c.Token}] {
@@ -363,8 +370,10 @@ func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.Job
 	if _, err := tx.ExecContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, deleteLiveSQL, id)
-	return err
+	if _, err := tx.ExecContext(ctx, deleteLiveSQL, id); err != nil {
+		return err
+	}
+	return releaseKeys(ctx, tx, []int64{id}, nowUS)
 }
 
 // Extend renews a running job's lease to now+lease and returns the new
@@ -503,6 +512,9 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 			}
 			if s := readpast.JobState(state); s != readpast.StateFailed && s != readpast.StateCancelled {
 				return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+			}
+			if err := retakeKey(ctx, tx, id, nowUS); err != nil {
+				return err
 			}
 			if _, err := tx.ExecContext(ctx, restoreSQL, id, nowUS); err != nil {
 				return err

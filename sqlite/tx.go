@@ -28,7 +28,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, jobs []readpast.Enque
 	if err != nil {
 		return nil, err
 	}
-	out, err := insertJobs(ctx, tx, norm, s.now())
+	out, err := enqueueIn(ctx, tx, norm, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
 	}

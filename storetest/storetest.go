@@ -86,6 +86,10 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
 		{"ConcurrentGroupsNoOverlap", testConcurrentGroups},
 		{"GroupLimitsUnderStress", testGroupStress},
+		{"UniqueDuplicate", testUniqueDuplicate},
+		{"UniqueBatchSettlesEachEntry", testUniqueBatch},
+		{"UniqueScopes", testUniqueScopes},
+		{"UniqueConcurrentEnqueuers", testUniqueConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -35,7 +35,7 @@ notified AS (
 )
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until
 FROM inserted
 WHERE (SELECT count(*) FROM notified) >= 0
 ORDER BY id;
