@@ -90,6 +90,11 @@ func Run(t *testing.T, h Harness) {
 		{"UniqueBatchSettlesEachEntry", testUniqueBatch},
 		{"UniqueScopes", testUniqueScopes},
 		{"UniqueConcurrentEnqueuers", testUniqueConcurrent},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleFireOnce", testScheduleFireOnce},
+		{"SchedulersExactlyOncePerTick", testSchedulersExactlyOncePerTick},
+		{"ScheduleCatchUp", testScheduleCatchUp},
+		{"SchedulerRuns", testSchedulerRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
