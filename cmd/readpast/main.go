@@ -7,6 +7,7 @@
 //	readpast migrate  [up|status] [--database-url URL]
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
 //	readpast jobs     list|show|cancel|retry [flags]
+//	readpast schedules list|show|set|delete|pause|resume [flags]
 //	readpast stats    [--json]
 //	readpast version  [--json]
 //
@@ -43,6 +44,7 @@ func commands() []command {
 		{"migrate", "bring the database schema up to date, or show its status", runMigrate},
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
 		{"jobs", "list, show, cancel or retry jobs", runJobs},
+		{"schedules", "list, show, set, delete, pause or resume periodic jobs", runSchedules},
 		{"stats", "show job counts per queue and state", runStats},
 		{"version", "print the version", runVersion},
 	}
@@ -69,6 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		if name == "schedules" && len(args) > 1 && slices.Contains(scheduleActions, args[1]) {
+			name += " " + args[1]
+		}
 		if name == "jobs" && len(args) > 1 && slices.Contains([]string{"list", "show", "cancel", "retry"}, args[1]) {
 			name += " " + args[1] // messages name the action
 		}
@@ -100,7 +105,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'readpast COMMAND -h' for a command's flags.")

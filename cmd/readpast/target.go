@@ -39,6 +39,17 @@ type backend interface {
 	job(ctx context.Context, action string, id int64) (httpapi.Job, error)
 	// stats counts jobs per queue and state.
 	stats(ctx context.Context) (httpapi.StatsResponse, error)
+	// schedules lists every schedule.
+	schedules(ctx context.Context) ([]httpapi.Schedule, error)
+	// schedule returns one schedule with its latest runs.
+	schedule(ctx context.Context, name string) (httpapi.Schedule, error)
+	// putSchedule creates or replaces a schedule from the body of PUT
+	// /v1/schedules/{name}, and reports whether it created it.
+	putSchedule(ctx context.Context, name string, body json.RawMessage) (httpapi.Schedule, bool, error)
+	// deleteSchedule deletes a schedule.
+	deleteSchedule(ctx context.Context, name string) error
+	// pauseSchedule pauses or resumes a schedule.
+	pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error)
 	// close releases the backend.
 	close() error
 }
