@@ -126,7 +126,12 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 		out []*readpast.Job
 		err error
 	)
-	if anyKey(jobs) {
+	switch {
+	case oneKeyOnly(jobs):
+		// One key and nothing else: a round that does not settle it
+		// changed nothing, so no transaction is needed around the rounds.
+		out, err = enqueue(ctx, s.pool, jobs)
+	case anyKey(jobs):
 		out, err = retryDeadlock(ctx, func() ([]*readpast.Job, error) {
 			var out []*readpast.Job
 			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -139,7 +144,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
 			err = opErr("enqueue", err)
 		}
-	} else {
+	default:
 		out, err = enqueue(ctx, s.pool, jobs)
 	}
 	if err == nil && len(out) > 0 {

@@ -61,6 +61,17 @@ func anyKey(jobs []readpast.EnqueueParams) bool {
 	return false
 }
 
+// oneKeyOnly reports whether every job of the batch has the same unique
+// key: the first settles it, the others are its duplicates.
+func oneKeyOnly(jobs []readpast.EnqueueParams) bool {
+	for _, p := range jobs {
+		if p.UniqueKey == "" || p.UniqueKey != jobs[0].UniqueKey {
+			return false
+		}
+	}
+	return len(jobs) > 0
+}
+
 // keyRounds bounds how often enqueueKeyed sends entries whose key changed
 // hands between its statements.
 const keyRounds = 8

@@ -63,12 +63,16 @@ marked AS (
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM inserted LIMIT 1) n
 ),
+-- The holders, one primary-key lookup per entry (joins would let the
+-- planner scan whole tables).
 holders AS (
     SELECT n.ord, k.job_id
     FROM numbered n
-    JOIN readpast_unique_keys k ON k.unique_key = n.unique_key
-    WHERE n.id NOT IN (SELECT job_id FROM taken)
-      AND (k.live OR k.keep_until > now())
+    CROSS JOIN LATERAL (
+        SELECT job_id FROM readpast_unique_keys k
+        WHERE k.unique_key = n.unique_key AND (k.live OR k.keep_until > now())
+    ) k
+    WHERE n.unique_key IS NOT NULL AND n.id <> ALL (ARRAY(SELECT job_id FROM taken))
 )
 SELECT n.ord, 'new', i.id, i.queue, i.kind, i.payload, i.priority, 'pending'::text, i.attempt, i.max_attempts,
        i.run_at, i.group_key, NULL::text, NULL::timestamptz, i.worker, i.created_at, i.started_at,
@@ -79,10 +83,10 @@ UNION ALL
 SELECT h.ord, 'duplicate', j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
        j.run_at, j.group_key, j.token::text, j.lease_expires_at, j.worker, j.created_at, j.started_at,
        NULL::timestamptz, j.errors, NULL::jsonb, j.unique_key, j.unique_until
-FROM holders h JOIN readpast_jobs j ON j.id = h.job_id
+FROM holders h CROSS JOIN LATERAL (SELECT * FROM readpast_jobs j WHERE j.id = h.job_id) j
 UNION ALL
 SELECT h.ord, 'duplicate', j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
        j.run_at, j.group_key, j.token::text, NULL::timestamptz, j.worker, j.created_at, j.started_at,
        j.finished_at, j.errors, j.result, j.unique_key, j.unique_until
-FROM holders h JOIN readpast_jobs_history j ON j.id = h.job_id
+FROM holders h CROSS JOIN LATERAL (SELECT * FROM readpast_jobs_history j WHERE j.id = h.job_id) j
 ORDER BY 1;
