@@ -129,7 +129,11 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for i, p := range c.Schedules {
 		if _, _, err := p.Normalize(time.Now()); err != nil {
-			return fmt.Errorf("Schedules[%d]: %w", i, err)
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return invalid(fmt.Sprintf("Schedules[%d].%s", i, fe.Field), "%s", fe.Message)
+			}
+			return fmt.Errorf("schedule %d: %w", i, err)
 		}
 		if seen[p.Name] {
 			return invalid(fmt.Sprintf("Schedules[%d].name", i), "%q is declared twice", p.Name)

@@ -162,7 +162,7 @@ func testUniqueScopes(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	holds("k4", k4.ID, "released")
-	c = claimKey(100 * time.Millisecond)
+	claimKey(100 * time.Millisecond)
 	expire(t, s, 100*time.Millisecond)
 	holds("k4", k4.ID, "rescued with attempts left")
 	c = claimKey(time.Minute)
