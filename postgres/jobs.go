@@ -98,11 +98,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 		return nil, nil
 	}
 	if anyKey(jobs) {
-		out, err := enqueueKeyed(ctx, pgxSource{q}, jobs)
-		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
-			err = opErr("enqueue", err)
-		}
-		return out, err
+		return enqueueKeyedOp(ctx, pgxSource{q}, jobs)
 	}
 	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {

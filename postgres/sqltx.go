@@ -16,11 +16,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 		return nil, nil
 	}
 	if anyKey(jobs) {
-		out, err := enqueueKeyed(ctx, sqlSource{tx}, jobs)
-		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
-			err = opErr("enqueue", err)
-		}
-		return out, err
+		return enqueueKeyedOp(ctx, sqlSource{tx}, jobs)
 	}
 	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/readpast/readpast"
@@ -70,6 +71,16 @@ func oneKeyOnly(jobs []readpast.EnqueueParams) bool {
 		}
 	}
 	return len(jobs) > 0
+}
+
+// enqueueKeyedOp is enqueueKeyed with its errors named and classified
+// (opErr), except validation errors, which are returned as they are.
+func enqueueKeyedOp(ctx context.Context, src rowSource, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	out, err := enqueueKeyed(ctx, src, jobs)
+	if err != nil && !errors.Is(err, readpast.ErrInvalid) {
+		return nil, opErr("enqueue", err)
+	}
+	return out, err
 }
 
 // keyRounds bounds how often enqueueKeyed sends entries whose key changed

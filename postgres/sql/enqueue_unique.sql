@@ -51,15 +51,7 @@ inserted AS (
     ORDER BY ord
     RETURNING *
 ),
-marked AS (
-    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key
-    FROM (SELECT queue, priority, run_at, id, group_key,
-                 row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
-                                    ORDER BY priority, run_at, id) AS rn
-          FROM inserted WHERE group_key IS NOT NULL) i
-    WHERE rn = 1 OR run_at > now()
-),
+{{template "mark_enqueued"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM inserted LIMIT 1) n
 ),
