@@ -194,7 +194,8 @@ type Firing struct {
 }
 
 // Plan decides what a scheduler does at now with schedule s, whose next
-// tick N is due (N <= now), per its catch-up policy:
+// tick N (s.NextRunAt, which must be set) is due (N <= now), per its
+// catch-up policy:
 //
 //   - N is on time when now is before the tick after it, N', plus a grace
 //     of min(N' - N, 1 minute): N is enqueued and the next tick becomes

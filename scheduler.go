@@ -88,6 +88,9 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 			return made, nil
 		}
 		for _, sc := range due {
+			if sc.NextRunAt == nil {
+				continue // not due: the store returned it by mistake
+			}
 			c, err := s.cron(sc)
 			if err != nil {
 				s.log.WarnContext(ctx, "schedule does not parse; not fired", slog.String("schedule", sc.Name), slog.Any("error", err))

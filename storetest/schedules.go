@@ -295,3 +295,69 @@ func testSchedulerRuns(t *testing.T, h Harness) {
 		t.Fatalf("%d jobs for %d runs", n, len(runs))
 	}
 }
+
+// testSchedulersAcrossDST: schedulers driven by a fake clock through the
+// daylight saving changes of America/New_York in 2026 make the ticks the
+// parser documents: the 02:30 that does not exist on March 8 makes none,
+// the 01:30 that happens twice on November 1 makes two.
+func testSchedulersAcrossDST(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		cron, from, to string
+		want           []string
+	}{
+		{"30 2 * * *", "2026-03-07T00:00:00Z", "2026-03-09T12:00:00Z", []string{"2026-03-07T07:30:00Z", "2026-03-09T06:30:00Z"}},
+		{"30 1 * * *", "2026-10-31T00:00:00Z", "2026-11-02T12:00:00Z", []string{"2026-10-31T05:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"}},
+	} {
+		name := "dst-" + c.from[:10]
+		p := schedParams(name, c.cron)
+		p.TimeZone = "America/New_York"
+		p.Job.Kind = name
+		sc, _ := putSchedule(t, s, p)
+		from, _ := time.Parse(time.RFC3339, c.from)
+		to, _ := time.Parse(time.RFC3339, c.to)
+		cs, err := readpast.ParseCron(sc.Cron, sc.TimeZone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Move the schedule's next tick back to the window (a skip firing).
+		first := cs.Next(from)
+		if fired, _, err := s.FireSchedule(ctx, readpast.Firing{Name: name, Version: sc.Version, Expect: *sc.NextRunAt, Next: &first}); err != nil || !fired {
+			t.Fatalf("move the next tick: %v %v", fired, err)
+		}
+		clock := &fakeClock{t: from}
+		scheds := []*readpast.Scheduler{
+			readpast.NewScheduler(s, readpast.SchedulerConfig{Now: clock.now}),
+			readpast.NewScheduler(s, readpast.SchedulerConfig{Now: clock.now}),
+			readpast.NewScheduler(s, readpast.SchedulerConfig{Now: clock.now}),
+		}
+		for now := from; !now.After(to); now = now.Add(15 * time.Minute) {
+			clock.set(now)
+			var wg sync.WaitGroup
+			for _, sch := range scheds {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := sch.Tick(ctx); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		runs := ok(s.ScheduleRuns(ctx, name, 100)).must(t)
+		var got []string
+		for i := len(runs) - 1; i >= 0; i-- {
+			got = append(got, runs[i].Tick.Format(time.RFC3339))
+		}
+		if len(got) != len(c.want) || countKind(t, s, name) != len(c.want) {
+			t.Fatalf("%s %s: ticks %v (%d jobs), want %v", c.cron, name, got, countKind(t, s, name), c.want)
+		}
+		for i := range got {
+			if got[i] != c.want[i] {
+				t.Fatalf("%s %s: ticks %v, want %v", c.cron, name, got, c.want)
+			}
+		}
+	}
+}

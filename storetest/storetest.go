@@ -95,6 +95,7 @@ func Run(t *testing.T, h Harness) {
 		{"SchedulersExactlyOncePerTick", testSchedulersExactlyOncePerTick},
 		{"ScheduleCatchUp", testScheduleCatchUp},
 		{"SchedulerRuns", testSchedulerRuns},
+		{"SchedulersAcrossDST", testSchedulersAcrossDST},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
