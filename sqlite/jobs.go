@@ -206,7 +206,7 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		token string
 	}
 	moved := make(map[pair]bool, len(batch))
-	var movedIDs []int64
+	var movedIDs, keyedIDs []int64
 	groups := map[string]int{}
 	if len(batch) > 0 {
 		js, err := json.Marshal(batch)
@@ -221,13 +221,17 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			var (
 				p     pair
 				group sql.NullString
+				keyed bool
 			)
-			if err := rows.Scan(&p.id, &p.token, &group); err != nil {
+			if err := rows.Scan(&p.id, &p.token, &group, &keyed); err != nil {
 				rows.Close()
 				return nil, false, err
 			}
 			moved[p] = true
 			movedIDs = append(movedIDs, p.id)
+			if keyed {
+				keyedIDs = append(keyedIDs, p.id)
+			}
 			if group.Valid {
 				groups[group.String]++
 			}
@@ -240,8 +244,10 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
 			return nil, false, err
 		}
-		if err := releaseKeys(ctx, tx, movedIDs, micros(now)); err != nil {
-			return nil, false, err
+		if len(keyedIDs) > 0 {
+			if err := releaseKeys(ctx, tx, keyedIDs, micros(now)); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	for i, c := range cs {
@@ -367,11 +373,15 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 // moveToHistory moves live job id to history in state, with errs (nil
 // keeps its errors).
 func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) error {
-	if _, err := tx.ExecContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS); err != nil {
+	var keyed bool
+	if err := tx.QueryRowContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS).Scan(&keyed); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, deleteLiveSQL, id); err != nil {
 		return err
+	}
+	if !keyed {
+		return nil
 	}
 	return releaseKeys(ctx, tx, []int64{id}, nowUS)
 }

@@ -116,7 +116,7 @@ SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.at
     NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2, j.unique_key, j.unique_until
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
-RETURNING id, token, group_key`
+RETURNING id, token, group_key, unique_key IS NOT NULL`
 	deleteLiveManySQL = `DELETE FROM readpast_jobs WHERE id IN (SELECT value FROM json_each(?1))`
 	deleteLiveSQL     = `DELETE FROM readpast_jobs WHERE id = ?1`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the
@@ -125,7 +125,8 @@ RETURNING id, token, group_key`
 	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until)
 SELECT id, queue, kind, payload, priority, run_at, ?2, attempt, max_attempts, token,
     NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL, unique_key, unique_until
-FROM readpast_jobs WHERE id = ?1`
+FROM readpast_jobs WHERE id = ?1
+RETURNING unique_key IS NOT NULL`
 	// runningJobSQL reads what Fail and RescueExpired need of a held job.
 	runningJobSQL = `SELECT attempt, max_attempts, errors, coalesce(worker, ''), group_key
 FROM readpast_jobs WHERE id = ?1 AND token = ?2 AND state = 'running'`
