@@ -96,7 +96,8 @@ const keyRounds = 8
 // it, or no longer holds the key) is sent again in a new statement, with
 // a new snapshot, after the rows that no longer hold their keys are
 // deleted (sql/unique_stale.sql). The unique index decides every time;
-// the snapshot only says who the holder is.
+// the snapshot only says who the holder is. New jobs get ids in input
+// order, except that an entry settled in a later round gets a later id.
 func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	first := readpast.FirstKeys(jobs)
 	var send []int
