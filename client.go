@@ -64,6 +64,16 @@ type Config struct {
 	Retention Retention
 	// RetentionInterval defaults to DefaultRetentionInterval.
 	RetentionInterval time.Duration
+	// Schedules are periodic jobs declared in code: Start puts each of
+	// them in the store (Store.PutSchedule) before anything else, so every
+	// client and server sharing the store sees them. Schedules already in
+	// the store and not listed here are left alone.
+	Schedules []ScheduleParams
+	// ScheduleInterval is how often this client's scheduler looks for due
+	// ticks of the store's schedules (all of them, whoever declared
+	// them). Defaults to DefaultScheduleInterval; negative disables the
+	// scheduler (another process must run one for schedules to fire).
+	ScheduleInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -89,6 +99,7 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
+	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy
 	}
@@ -121,6 +132,20 @@ func (c Config) validate() error {
 	}
 	if c.Retention.Succeeded < 0 || c.Retention.Failed < 0 || c.Retention.Cancelled < 0 {
 		return invalid("Retention", "must not be negative")
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Schedules {
+		if _, _, err := p.Normalize(time.Now()); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return invalid(fmt.Sprintf("Schedules[%d].%s", i, fe.Field), "%s", fe.Message)
+			}
+			return fmt.Errorf("schedule %d: %w", i, err)
+		}
+		if seen[p.Name] {
+			return invalid(fmt.Sprintf("Schedules[%d].name", i), "%q is declared twice", p.Name)
+		}
+		seen[p.Name] = true
 	}
 	return nil
 }
@@ -179,6 +204,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("readpast: client already started")
 	}
+	if err := SyncSchedules(ctx, c.store, c.cfg.Schedules); err != nil {
+		return fmt.Errorf("readpast: sync schedules: %w", err)
+	}
 	c.started = true
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -213,6 +241,13 @@ func (c *Client) Start(ctx context.Context) error {
 		go func() {
 			defer c.wg.Done()
 			RunRescuer(runCtx, c.store, c.cfg.RescueInterval, c.log)
+		}()
+	}
+	if c.cfg.ScheduleInterval > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			NewScheduler(c.store, SchedulerConfig{Interval: c.cfg.ScheduleInterval, Logger: c.log}).Run(runCtx)
 		}()
 	}
 	if c.cfg.Retention != (Retention{}) {

@@ -29,6 +29,11 @@ type Job struct {
 	FinishedAt     *time.Time              `json:"finished_at,omitempty"`
 	LeaseExpiresAt *time.Time              `json:"lease_expires_at,omitempty"`
 	Result         json.RawMessage         `json:"result,omitempty"`
+	UniqueKey      string                  `json:"unique_key,omitempty"`
+	UniqueUntil    *time.Time              `json:"unique_until,omitempty"`
+	// Duplicate is set in enqueue responses for an entry whose unique key
+	// was held: nothing was created, and this is the job holding the key.
+	Duplicate bool `json:"duplicate,omitempty"`
 	// Token is set only in claim responses: the claim token the worker
 	// passes back to complete, fail, heartbeat or release the job.
 	Token string `json:"token,omitempty"`
@@ -55,6 +60,9 @@ func NewJob(j *readpast.Job) Job {
 		FinishedAt:     utcPtr(j.FinishedAt),
 		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
 		Result:         j.Result,
+		UniqueKey:      j.UniqueKey,
+		UniqueUntil:    utcPtr(j.UniqueUntil),
+		Duplicate:      j.Duplicate,
 	}
 	if len(w.Payload) == 0 {
 		w.Payload = json.RawMessage("{}")

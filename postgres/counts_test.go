@@ -99,7 +99,7 @@ func TestFoldNeverMakesWritersWait(t *testing.T) {
 }
 
 // TestCountsMigration: a database at schema 3 with jobs in every state
-// gets counts that match its rows when migrated to schema 4.
+// gets counts that match its rows when migrated to schema 5.
 func TestCountsMigration(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -117,7 +117,7 @@ func TestCountsMigration(t *testing.T) {
 	for _, q := range []string{
 		"DROP TABLE readpast_counts, readpast_count_deltas",
 		"DROP FUNCTION readpast_count_changes CASCADE", // and its triggers
-		"DELETE FROM readpast_schema WHERE version >= 4",
+		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

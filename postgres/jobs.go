@@ -28,19 +28,26 @@ type querier interface {
 }
 
 // enqueueArgs validates jobs and lays them out as the parallel arrays of
-// sql/enqueue.sql. A zero RunAt goes as NULL: now on the database's clock.
-func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
+// sql/enqueue.sql, and, with keyed, those of sql/enqueue_unique.sql. A
+// zero RunAt goes as NULL: now on the database's clock. index maps the
+// position of a job to the one errors name (nil: the same).
+func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any, error) {
 	now := time.Now()
 	n := len(jobs)
 	queues, kinds, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int32, n), make([]int32, n)
 	runAt := make([]*time.Time, n)
-	groups := make([]*string, n)
+	groups, keys := make([]*string, n), make([]*string, n)
+	uniqueFor := make([]*int64, n)
 	for i, p := range jobs {
 		runNow := p.RunAt.IsZero()
 		p, err := p.Normalize(now)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			pos := i
+			if index != nil {
+				pos = index[i]
+			}
+			return nil, fmt.Errorf("job %d: %w", pos, err)
 		}
 		queues[i], kinds[i], payloads[i] = p.Queue, p.Kind, string(p.Payload)
 		prios[i], maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
@@ -50,6 +57,16 @@ func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
 		if p.Group != "" {
 			groups[i] = &p.Group
 		}
+		if p.UniqueKey != "" {
+			keys[i] = &p.UniqueKey
+		}
+		if p.UniqueFor > 0 {
+			us := p.UniqueFor.Microseconds()
+			uniqueFor[i] = &us
+		}
+	}
+	if keyed {
+		return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, keys, uniqueFor}, nil
 	}
 	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups}, nil
 }
@@ -83,7 +100,10 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs)
+	if anyKey(jobs) {
+		return enqueueKeyedOp(ctx, pgxSource{q}, jobs)
+	}
+	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +118,34 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	return out, nil
 }
 
-// Enqueue inserts jobs in one statement: all or none.
+// Enqueue inserts jobs in one statement: all or none. A batch with unique
+// keys runs in a transaction of its own (see enqueueKeyed).
 func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
-	out, err := enqueue(ctx, s.pool, jobs)
+	var (
+		out []*readpast.Job
+		err error
+	)
+	switch {
+	case oneKeyOnly(jobs):
+		// One key and nothing else: a round that does not settle it
+		// changed nothing, so no transaction is needed around the rounds.
+		out, err = enqueue(ctx, s.pool, jobs)
+	case anyKey(jobs):
+		out, err = retryDeadlock(ctx, func() ([]*readpast.Job, error) {
+			var out []*readpast.Job
+			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				var err error
+				out, err = enqueueKeyed(ctx, pgxSource{tx}, jobs)
+				return err
+			})
+			return out, err
+		})
+		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
+			err = opErr("enqueue", err)
+		}
+	default:
+		out, err = enqueue(ctx, s.pool, jobs)
+	}
 	if err == nil && len(out) > 0 {
 		s.hub.Broadcast()
 	}
@@ -482,11 +527,24 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 	return j, nil
 }
 
-// Retry makes a failed, cancelled or pending job pending now.
+// Retry makes a failed, cancelled or pending job pending now. A job that
+// comes back from history takes its unique key again; when another job
+// holds it, Retry changes nothing and returns readpast.ErrInvalidState
+// naming the holder.
 func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, retrySQL, id)) })
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.notLive(ctx, id)
+		old, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if (old.State == readpast.StateFailed || old.State == readpast.StateCancelled) && old.UniqueKey != "" {
+			var holder int64
+			if err := s.pool.QueryRow(ctx, uniqueHolderSQL, old.UniqueKey).Scan(&holder); err == nil && holder != id {
+				return nil, fmt.Errorf("job %d: its unique key %q is held by job %d: %w", id, old.UniqueKey, holder, readpast.ErrInvalidState)
+			}
+		}
+		return nil, fmt.Errorf("job %d is %s: %w", id, old.State, readpast.ErrInvalidState)
 	}
 	if err != nil {
 		return nil, opErr("retry", err)
@@ -620,11 +678,11 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, pruneSQL, string(p.State), p.Before, p.Limit)
-	if err != nil {
+	var n int
+	if err := s.pool.QueryRow(ctx, pruneSQL, string(p.State), p.Before, p.Limit).Scan(&n); err != nil {
 		return 0, opErr("prune", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // pairSet collects the (id, token) rows a Complete or Fail statement

@@ -406,6 +406,13 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`DROP TABLE readpast_unique_keys`,
+		`DROP TABLE readpast_schedules`,
+		`DROP TABLE readpast_schedule_runs`,
+		`ALTER TABLE readpast_jobs DROP COLUMN unique_key`,
+		`ALTER TABLE readpast_jobs DROP COLUMN unique_until`,
+		`ALTER TABLE readpast_history DROP COLUMN unique_key`,
+		`ALTER TABLE readpast_history DROP COLUMN unique_until`,
 		`DROP TRIGGER readpast_jobs_attempt_insert`,
 		`DROP TRIGGER readpast_jobs_attempt_update`,
 		`DROP TABLE readpast_group_ready`,

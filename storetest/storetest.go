@@ -94,6 +94,16 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
 		{"ConcurrentGroupsNoOverlap", testConcurrentGroups},
 		{"GroupLimitsUnderStress", testGroupStress},
+		{"UniqueDuplicate", testUniqueDuplicate},
+		{"UniqueBatchSettlesEachEntry", testUniqueBatch},
+		{"UniqueScopes", testUniqueScopes},
+		{"UniqueConcurrentEnqueuers", testUniqueConcurrent},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleFireOnce", testScheduleFireOnce},
+		{"SchedulersExactlyOncePerTick", testSchedulersExactlyOncePerTick},
+		{"ScheduleCatchUp", testScheduleCatchUp},
+		{"SchedulerRuns", testSchedulerRuns},
+		{"SchedulersAcrossDST", testSchedulersAcrossDST},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -264,6 +264,13 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		{"payload", string(wj.Payload)},
 		{"result", orDash(string(wj.Result))},
 	}
+	if wj.UniqueKey != "" {
+		held := "while pending or running"
+		if wj.UniqueUntil != nil {
+			held += ", and until " + fmtTime(*wj.UniqueUntil)
+		}
+		rows = append(rows, [2]string{"unique key", wj.UniqueKey + " (held " + held + ")"})
+	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
