@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -33,24 +34,32 @@ func (p *producer) run(ctx context.Context) {
 	// free for a worthwhile claim unless the pool ran dry.
 	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/4)
 	more := true // the last claim may have left jobs behind
-	backoff := time.Duration(0)
+	var backoff claimBackoff
 	for {
 		free := p.cfg.MaxWorkers - p.running
 		if more && free > 0 && (free >= batch || p.running == 0) {
 			n, err := p.claim(ctx, min(free, p.cfg.FetchLimit))
 			switch {
 			case err != nil && ctx.Err() == nil:
-				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", backoff))
+				wait := backoff.next()
+				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", wait))
 				more = false
+				// A wake-up (the store's listener is back, or jobs were
+				// enqueued here) cuts the wait short; so does a finished
+				// handler, whose slot wants filling.
+				timer := time.NewTimer(wait)
 				select {
 				case <-ctx.Done():
-				case <-time.After(backoff):
-					more = true
+				case <-timer.C:
+				case <-p.wake:
+				case <-p.finished:
+					p.running--
 				}
+				timer.Stop()
+				more = true
 				continue
 			case err == nil:
-				backoff = 0
+				backoff.reset()
 				more = n == min(free, p.cfg.FetchLimit)
 			}
 		}
@@ -74,6 +83,27 @@ func (p *producer) run(ctx context.Context) {
 		}
 	}
 }
+
+// Claim retries after a failure: the wait doubles from claimBackoffMin up
+// to claimBackoffMax, and each wait is drawn at random from its upper half,
+// so that workers which lost the database together come back spread out,
+// and every one within about claimBackoffMax of its return.
+const (
+	claimBackoffMin = 50 * time.Millisecond
+	claimBackoffMax = 800 * time.Millisecond
+)
+
+// claimBackoff is the state of a producer's claim retries.
+type claimBackoff struct{ cur time.Duration }
+
+// next returns how long to wait before the next attempt.
+func (b *claimBackoff) next() time.Duration {
+	b.cur = min(max(2*b.cur, claimBackoffMin), claimBackoffMax)
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+// reset starts over after a claim that worked.
+func (b *claimBackoff) reset() { b.cur = 0 }
 
 // storeCallTimeout bounds each store call the worker pool makes on its own
 // behalf (claims, outcomes, heartbeats, releases).
