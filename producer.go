@@ -208,10 +208,15 @@ func (p *producer) execute(job *Job) {
 	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, log)
 }
 
-// writeFailure records a failed attempt, retrying store errors for a
-// while; if it never lands, the lease expires and the job is rescued.
+// writeFailure records a failed attempt, retrying store errors for as
+// long as one lease (the caller keeps the lease alive meanwhile), as the
+// completer does for completions: a failure written during a short outage
+// still counts, and the job is retried by its policy rather than after
+// its lease runs out. Past that, the lease expires and the job is rescued.
 func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 	log.Info("attempt failed", slog.String("error", f.Message))
+	deadline := time.Now().Add(p.client.cfg.Lease)
+	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 		errs, err := p.client.store.Fail(ctx, []Failure{f})
@@ -222,11 +227,13 @@ func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 			}
 			return
 		}
-		if attempt == 5 {
-			log.Error("record failure; the lease will expire instead", slog.Any("error", err))
+		if time.Now().Add(backoff).After(deadline) {
+			log.Error("record failure; the lease will expire instead", slog.Int("attempts", attempt), slog.Any("error", err))
 			return
 		}
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		log.Warn("record failure", slog.Any("error", err))
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
