@@ -52,6 +52,7 @@ type Report struct {
 
 	Claims       int // jobs handed out
 	Reran        int // jobs claimed more than once (after a lease ran out, a release or a failure)
+	Redone       int // runs that finished but whose outcome no store accepted, their job claimed again: work done twice
 	StaleRefused int // writes refused as stale (fencing at work)
 	Unknown      int // writes whose caller got an error (outcome unknown)
 	BadLines     int // history lines that did not parse
@@ -68,9 +69,9 @@ func (r *Report) OK() bool {
 
 // Summary is the report in one line.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d stuck=%d stale_accepted=%d (failed=%d pending=%d claims=%d reran=%d stale_refused=%d unknown=%d)",
+	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d stuck=%d stale_accepted=%d (failed=%d pending=%d claims=%d reran=%d redone=%d stale_refused=%d unknown=%d)",
 		r.Enqueued, r.Completed, r.Lost, r.Duplicated, r.Overlapping, r.GroupOver, r.Stuck, r.StaleAccepted,
-		r.Failed, r.Pending, r.Claims, r.Reran, r.StaleRefused, r.Unknown)
+		r.Failed, r.Pending, r.Claims, r.Reran, r.Redone, r.StaleRefused, r.Unknown)
 }
 
 func (r *Report) problem(format string, args ...any) {
@@ -158,6 +159,8 @@ func Check(in Input) Report {
 		case OutError:
 			r.Unknown++
 		}
+		// A write sent (OutSent, logged before the call) may have landed
+		// although its process died before it could say.
 		c := claims[pairKey{e.ID, e.Token}]
 		if c == nil {
 			if e.Out == OutOK {
@@ -241,6 +244,28 @@ func Check(in Input) Report {
 		}
 	}
 	r.Overlapping += len(overlapping)
+
+	// Work done twice: a run that finished, whose outcome was never
+	// accepted, and whose job was claimed again after it.
+	accepted := map[pairKey]bool{}
+	for _, e := range in.Events {
+		if (e.Op == OpComplete || e.Op == OpFail) && e.Out == OutOK {
+			accepted[pairKey{e.ID, e.Token}] = true
+		}
+	}
+	for id, rs := range runs {
+		for _, x := range rs {
+			if x.c == nil || accepted[pairKey{id, x.c.Token}] || starts[pairKey{id, x.c.Token}] != 0 {
+				continue
+			}
+			for _, c := range perJob[id] {
+				if c.Ret > x.end {
+					r.Redone++
+					break
+				}
+			}
+		}
+	}
 
 	// Stale writes accepted: a write with a token after a later claim of
 	// the job had certainly happened, or after its own claim had certainly

@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,23 @@ func TestGroupOverLimit(t *testing.T) {
 	}
 }
 
+// TestWriteSentByAKilledProcess: a completion sent just before its
+// process was killed may have landed; the group slot may be free from
+// the moment it was sent, not only when the lease ends.
+func TestWriteSentByAKilledProcess(t *testing.T) {
+	b := (&h{}).enqueue(1, "g").enqueue(2, "g")
+	b.claim("A", 1, "a", "g", 10, 11, 1000).run("A", 1, "a", 12, 20).write(OpComplete, "A", 1, "a", 21, 0, OutSent) // killed here
+	b.claim("B", 2, "b", "g", 30, 31, 1000).write(OpComplete, "B", 2, "b", 40, 41, OutOK)
+	final := map[int64]Final{1: succeeded("a"), 2: succeeded("b")}
+	if r := check(t, b, final, nil); !r.OK() {
+		t.Fatalf("%s", r.Summary())
+	}
+	b.evs = slices.DeleteFunc(b.evs, func(e Event) bool { return e.Out == OutSent })
+	if r := check(t, b, final, nil); r.GroupOver != 1 {
+		t.Fatalf("without the sent record the overlap must show: %s", r.Summary())
+	}
+}
+
 func TestStaleWriteAccepted(t *testing.T) {
 	b := (&h{}).enqueue(1, "")
 	b.claim("A", 1, "a", "", 10, 11, 100)
@@ -217,7 +235,7 @@ func TestWrapRecordsARealRun(t *testing.T) {
 	for _, e := range evs {
 		ops = append(ops, e.Op+":"+e.Out)
 	}
-	want := "enqueue:ok enqueue:ok claimcall:ok claim: claim: extend:ok complete:ok complete:ok release:"
+	want := "enqueue:ok enqueue:ok claimcall:ok claim: claim: extend:ok complete:sent complete:sent complete:ok complete:ok release:sent release:"
 	if got := strings.Join(ops, " "); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "release:"+OutStale) && !strings.HasSuffix(got, "release:"+OutNotFound) {
 		t.Fatalf("recorded %s", got)
 	}

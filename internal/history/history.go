@@ -52,6 +52,7 @@ const (
 	OutStale    = "stale"    // refused: ErrStaleToken
 	OutNotFound = "notfound" // refused: ErrNotFound
 	OutError    = "error"    // the call failed: it may or may not have taken effect
+	OutSent     = "sent"     // written before a finishing call is made: it may land even if the process dies before its outcome is written
 	OutRefused  = "refused"  // refused for another reason (invalid input)
 )
 

@@ -84,6 +84,14 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, err
 }
 
+// sent records, before the call, that a finishing write is on its way: a
+// process killed before the call returns may still have had it applied.
+func (s *Store) sent(op string, inv int64, ids []int64, tokens []string) {
+	for i := range ids {
+		s.log.Add(Event{Op: op, ID: ids[i], Token: tokens[i], Inv: inv, Out: OutSent})
+	}
+}
+
 // batchEvents records one event per entry of a Complete or Fail batch.
 func (s *Store) batchEvents(op string, inv int64, ids []int64, tokens []string, errs []error, err error) {
 	ret := ns(time.Now())
@@ -98,24 +106,26 @@ func (s *Store) batchEvents(op string, inv int64, ids []int64, tokens []string, 
 
 // Complete records one event per completion.
 func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
-	inv := ns(time.Now())
-	errs, err := s.Store.Complete(ctx, cs)
 	ids, toks := make([]int64, len(cs)), make([]string, len(cs))
 	for i, c := range cs {
 		ids[i], toks[i] = c.ID, c.Token
 	}
+	inv := ns(time.Now())
+	s.sent(OpComplete, inv, ids, toks)
+	errs, err := s.Store.Complete(ctx, cs)
 	s.batchEvents(OpComplete, inv, ids, toks, errs, err)
 	return errs, err
 }
 
 // Fail records one event per failure.
 func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
-	inv := ns(time.Now())
-	errs, err := s.Store.Fail(ctx, fs)
 	ids, toks := make([]int64, len(fs)), make([]string, len(fs))
 	for i, f := range fs {
 		ids[i], toks[i] = f.ID, f.Token
 	}
+	inv := ns(time.Now())
+	s.sent(OpFail, inv, ids, toks)
+	errs, err := s.Store.Fail(ctx, fs)
 	s.batchEvents(OpFail, inv, ids, toks, errs, err)
 	return errs, err
 }
@@ -131,6 +141,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 // Release records the release.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	inv := ns(time.Now())
+	s.sent(OpRelease, inv, []int64{id}, []string{token})
 	err := s.Store.Release(ctx, id, token)
 	s.log.Add(Event{Op: OpRelease, ID: id, Token: token, Inv: inv, Ret: ns(time.Now()), Out: outcome(err), Err: errText(err)})
 	return err
