@@ -3,8 +3,8 @@ package netfault
 import (
 	"bufio"
 	"errors"
-	"os"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
