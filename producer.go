@@ -120,6 +120,7 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	claimed := time.Now()
 	for _, j := range jobs {
 		p.running++
 		c.jobs.Add(1)
@@ -128,20 +129,32 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 				c.jobs.Done()
 				p.finished <- struct{}{}
 			}()
-			p.execute(j)
+			p.execute(j, claimed)
 		}()
 	}
 	return len(jobs), nil
 }
 
-// execute runs one claimed job and records its outcome.
-func (p *producer) execute(job *Job) {
+// dbNow estimates the database's clock from a job claimed at claimed (on
+// this process's clock): StartedAt is the database's time of the claim,
+// and the time since is measured on the monotonic clock. Retry times are
+// computed on it, so that a worker whose wall clock is off by minutes
+// still retries when the policy says, neither at once nor minutes late.
+func dbNow(job *Job, claimed time.Time) time.Time {
+	if job.StartedAt == nil {
+		return time.Now()
+	}
+	return job.StartedAt.Add(time.Since(claimed))
+}
+
+// execute runs one claimed job, claimed at claimed, and records its outcome.
+func (p *producer) execute(job *Job, claimed time.Time) {
 	c := p.client
 	log := c.log.With(slog.Int64("job_id", job.ID), slog.String("kind", job.Kind), slog.Int("attempt", job.Attempt))
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {
 		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
-		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: time.Now().Add(c.cfg.RetryPolicy(job.Attempt))}, log)
+		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, log)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(p.workCtx)
@@ -203,7 +216,7 @@ func (p *producer) execute(job *Job) {
 		if h.opts.RetryPolicy != nil {
 			policy = h.opts.RetryPolicy
 		}
-		retryAt = time.Now().Add(policy(job.Attempt))
+		retryAt = dbNow(job, claimed).Add(policy(job.Attempt))
 	}
 	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, log)
 }
