@@ -138,6 +138,7 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	token := uuid.NewString()
 	jobs, err := claim(ctx, conn, s.hotMode, p, token)
 	conn.Release()
+	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
 			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
@@ -204,6 +205,19 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	}
 	s.hub.Broadcast()
 	return nil
+}
+
+// dropIdleAfter closes every connection of the pool (in-use ones as they
+// are released) when err says one failed in the middle of a call: a
+// timeout waiting for the server, a connection lost. The others are
+// likely in the same state (a server restarted, a network that cut or
+// half-opened them), and each would cost its next caller a timeout of its
+// own to find out: three half-open connections held a worker back 30 s in
+// the fault suite's TestNetworkFaults.
+func (s *Store) dropIdleAfter(err error) {
+	if err != nil && outcomeUnknown(err) {
+		s.pool.Reset()
+	}
 }
 
 // outcomeUnknown reports whether a statement that failed with err may
@@ -367,7 +381,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	return retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, cs) })
+	errs, err := retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, cs) })
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // CompleteTx completes one job inside the caller's transaction, so the
@@ -401,7 +417,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 			retryAt[k] = &f.RetryAt
 		}
 	}
-	return retryDeadlock(ctx, func() ([]error, error) {
+	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
 			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.tokens, msgs, stacks, retryAt, discard))
@@ -419,6 +435,8 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // Extend renews a running job's lease.
@@ -432,6 +450,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	}
 	var exp time.Time
 	err := s.pool.QueryRow(ctx, extendSQL, id, tok, lease.Microseconds()).Scan(&exp)
+	s.dropIdleAfter(err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
