@@ -182,15 +182,18 @@ func (p *proc) exited() bool {
 	}
 }
 
-// term stops p gracefully (SIGTERM), or kills it after 30 s. Exit
-// status 130 is how the Python worker says it was interrupted.
+// term stops p gracefully (SIGTERM), or kills it after 30 s.
 func (p *proc) term() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		// 130 is how the Python worker says it was interrupted; a process
+		// started a moment ago may die of SIGTERM before it handles it.
 		var ee *exec.ExitError
-		if errors.As(p.err, &ee) && ee.ExitCode() == 130 {
-			return nil
+		if errors.As(p.err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ee.ExitCode() == 130 || ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+				return nil
+			}
 		}
 		return p.err
 	case <-time.After(30 * time.Second):

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
@@ -90,4 +91,40 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 			return tx
 		},
 	})
+}
+
+// TestWorkersThroughPgBouncer is scenario 4's second half: the enqueuer
+// and three Go worker processes reach PostgreSQL only through PgBouncer in
+// transaction mode, with readpast_listen=off (they poll), while a worker
+// is killed every 1-3 s. Beyond the history's verdict: no call may fail
+// (no prepared-statement or protocol error), and no server session may
+// have run LISTEN (counted by pg_stat_statements: through the pooler a
+// LISTEN fails nowhere, its notifications just go to whichever client the
+// session serves next, so only the server can tell).
+func TestWorkersThroughPgBouncer(t *testing.T) {
+	srv := pgtest.ServerFor(t, pgtest.Options{Settings: []string{"shared_preload_libraries=pg_stat_statements"}})
+	bouncer := pgtest.PgBouncerFor(t, srv)
+	name := newDatabase(t, srv)
+	direct := openPG(t, srv.URL(name))
+	ctx := context.Background()
+	if _, err := direct.Pool().Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	url := bouncer.URL(name) + poolerParams
+	s := openPG(t, url)
+	r := newRun(t, "pgbouncer-workers", s, pgNow(s))
+	res := killWorkers(t, r, goWorker("postgres", url), 10, loadFor(12*time.Second))
+	if n, first := errorsMatching(res.events, ""); n > 0 {
+		t.Errorf("%d calls failed through the pooler, the first: %s", n, first)
+	}
+	var listens, claims int64
+	if err := direct.Pool().QueryRow(ctx, `SELECT coalesce(sum(calls) FILTER (WHERE query ILIKE 'LISTEN%'), 0),
+		coalesce(sum(calls) FILTER (WHERE query LIKE '%readpast_claim_order%' OR query ILIKE '%FOR UPDATE SKIP LOCKED%'), 0)
+		FROM pg_stat_statements`).Scan(&listens, &claims); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pg_stat_statements: %d LISTEN, %d statements with SKIP LOCKED", listens, claims)
+	if listens != 0 || claims == 0 {
+		t.Errorf("the server ran LISTEN %d times (want 0) and %d claim-like statements (want some)", listens, claims)
+	}
 }
