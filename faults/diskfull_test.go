@@ -134,8 +134,8 @@ func TestDiskFullChild(t *testing.T) {
 	res.checkResumed(t, "sqlite-disk-full")
 	// Clear errors: every failed write says the disk is full (or, for a
 	// connection that could not even start a transaction, I/O failed).
-	full, first := errorsMatching(res.events, "full")
-	all, firstAny := errorsMatching(res.events, "")
+	full, first := errorsMatching(res.events, "disk is full")
+	all, firstAny := errorsMatching(res.events, "unavailable")
 	t.Logf("faults: sqlite-disk-full: %d times full for 3 s; %d calls failed, %d of them saying the disk is full (%q)", fulls, all, full, first)
 	if full == 0 {
 		t.Errorf("no call failed with a disk-full error while the disk was full (%d failed, the first: %s)", all, firstAny)
@@ -174,12 +174,13 @@ func fill(path string) (int64, error) {
 	}
 }
 
-// otherErrors counts failed calls whose error is neither a full disk nor
-// an I/O error SQLite reports for the same cause.
+// otherErrors counts failed calls (refusals as stale are no failure)
+// whose error is neither a full disk nor an I/O error SQLite reports for
+// the same cause.
 func otherErrors(evs []history.Event) (int, string) {
 	n, first := 0, ""
 	for _, e := range evs {
-		if e.Err == "" || strings.Contains(e.Err, "full") || strings.Contains(e.Err, "I/O error") || strings.Contains(e.Err, "IOERR") {
+		if e.Out != history.OutError || strings.Contains(e.Err, "full") || strings.Contains(e.Err, "I/O error") || strings.Contains(e.Err, "IOERR") {
 			continue
 		}
 		if n == 0 {

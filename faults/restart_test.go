@@ -45,12 +45,18 @@ func TestPostgresKilled(t *testing.T) {
 	r.enqueue(d, 8, true)
 	end := time.Now().Add(d)
 	ctx := context.Background()
-	for time.Now().Add(3 * time.Second).Before(end) {
-		time.Sleep(3*time.Second + rand.N(2*time.Second))
+	for {
+		// Every outage ends with load still coming, so that recovery
+		// shows.
+		wait, outage := 3*time.Second+rand.N(2*time.Second), time.Second+rand.N(2*time.Second)
+		if time.Now().Add(wait + outage + 2*time.Second).After(end) {
+			break
+		}
+		time.Sleep(wait)
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second + rand.N(2*time.Second))
+		time.Sleep(outage)
 		if err := srv.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,10 @@
 package faults_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,8 +12,14 @@ import (
 	"github.com/readpast/readpast/internal/pgtest"
 )
 
-// libfaketime is Debian's libfaketime (package libfaketime).
-const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+// libfaketime finds Debian's libfaketime (package libfaketime).
+func libfaketime() (string, error) {
+	m, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+	if len(m) == 0 {
+		return "", errors.New("libfaketime.so.1 not found under /usr/lib/*/faketime (apt-get install libfaketime)")
+	}
+	return m[0], nil
+}
 
 // TestClockSkew is scenario 7: the worker hosts' clocks are minutes off
 // the database's. A Go program's clock cannot be moved (the runtime reads
@@ -28,16 +36,17 @@ const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 // database wrote its retry time 5 minutes in the database's past) nor 5
 // minutes late.
 func TestClockSkew(t *testing.T) {
-	if _, err := os.Stat(libfaketime); err != nil {
+	lib, err := libfaketime()
+	if err != nil {
 		if inCI() {
-			t.Fatalf("libfaketime missing: %v", err)
+			t.Fatal(err)
 		}
-		t.Skipf("libfaketime missing (apt-get install libfaketime): %v", err)
+		t.Skip(err)
 	}
 	for _, skew := range []string{"+5m", "-5m"} {
 		t.Run("db"+skew, func(t *testing.T) {
 			srv := pgtest.ServerFor(t, pgtest.Options{Env: []string{
-				"LD_PRELOAD=" + libfaketime, "FAKETIME=" + skew, "DONT_FAKE_MONOTONIC=1"}})
+				"LD_PRELOAD=" + lib, "FAKETIME=" + skew, "DONT_FAKE_MONOTONIC=1"}})
 			url := srv.URL(newDatabase(t, srv))
 			s := openPG(t, url)
 			r := newRun(t, "clock-skew/db"+skew, s, pgNow(s))
