@@ -20,6 +20,8 @@ const (
 	DefaultPollInterval = time.Second
 	DefaultMaxWorkers   = 100
 	DefaultFetchLimit   = 1000
+	// DefaultCompleteWindow: see Config.CompleteWindow.
+	DefaultCompleteWindow = time.Millisecond
 )
 
 // QueueConfig configures the workers of one queue.
@@ -69,6 +71,13 @@ type Config struct {
 	// client and server sharing the store sees them. Schedules already in
 	// the store and not listed here are left alone.
 	Schedules []ScheduleParams
+	// CompleteWindow is how long the completer gathers completions after
+	// the first one before writing them in one statement, so that a burst
+	// of finishing handlers becomes one batch instead of one write each.
+	// The handler's worker is free meanwhile; only the database write
+	// waits. Defaults to DefaultCompleteWindow; negative writes each
+	// completion as soon as a writer is free.
+	CompleteWindow time.Duration
 	// ScheduleInterval is how often this client's scheduler looks for due
 	// ticks of the store's schedules (all of them, whoever declared
 	// them). Defaults to DefaultScheduleInterval; negative disables the
@@ -100,6 +109,7 @@ func (c Config) withDefaults() Config {
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
 	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
+	c.CompleteWindow = cmp.Or(c.CompleteWindow, DefaultCompleteWindow)
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy
 	}
@@ -126,6 +136,9 @@ func (c Config) validate() error {
 	}
 	if c.PollInterval < time.Millisecond {
 		return invalid("PollInterval", "must be at least 1ms")
+	}
+	if c.CompleteWindow > time.Second {
+		return invalid("CompleteWindow", "must be at most 1s (negative for none)")
 	}
 	if c.JobTimeout < 0 {
 		return invalid("JobTimeout", "must not be negative (zero means no timeout)")
@@ -211,7 +224,7 @@ func (c *Client) Start(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	c.stop, c.abort = stop, abort
-	c.done = newCompleter(c.store, c.log, c.cfg.Lease)
+	c.done = newCompleter(c.store, c.log, c.cfg.Lease, c.cfg.CompleteWindow)
 	c.done.start()
 	var wake <-chan struct{}
 	if n, ok := c.store.(Notifier); ok {

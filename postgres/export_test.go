@@ -1,6 +1,10 @@
 package postgres
 
-import "time"
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // ClaimTx exposes claimTx to the tests of package postgres_test.
 var ClaimTx = claimTx
@@ -18,3 +22,9 @@ func TidyWait(s *Store, table string) time.Duration {
 // FoldCountsSQL is the statement that folds count deltas, for tests that
 // hold one open in a transaction.
 var FoldCountsSQL = foldCountsSQL
+
+// HotMode is the exec mode of s's hot-path statements.
+func HotMode(s *Store) pgx.QueryExecMode { return s.hotMode }
+
+// Listens reports whether s holds a LISTEN session for Subscribe.
+func Listens(s *Store) bool { return !s.noListen }

@@ -181,8 +181,9 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, conn, p, token)
+	jobs, err := claim(ctx, conn, s.hotMode, p, token)
 	conn.Release()
+	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
 			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
@@ -191,13 +192,13 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, err
 }
 
-// claim runs sql/claim.sql on q. QueryExecModeDescribeExec uses the
-// unnamed statement, which PostgreSQL plans with the actual parameters
-// every time, and binary results. A cached generic plan knows neither the
-// LIMIT nor the array sizes and can scan the whole table; the hot-path
-// statements (claim, complete, fail, rescue) all run this way.
-func claim(ctx context.Context, q querier, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
-	rows, err := q.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
+// claim runs sql/claim.sql on q in mode (Store.hotMode): the unnamed
+// statement, which PostgreSQL plans with the actual parameters every time.
+// A cached generic plan knows neither the LIMIT nor the array sizes and
+// can scan the whole table; the hot-path statements (claim, complete,
+// fail, rescue, release) all run this way.
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+	rows, err := q.Query(ctx, claimSQL, mode,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
 	if err != nil {
 		return nil, opErr("claim", err)
@@ -241,7 +242,7 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 		}
 	}
 	_, err = retryDeadlock(ctx, func() (n int, err error) {
-		err = conn.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, nil, token, lease.Microseconds()).Scan(&n)
+		err = conn.QueryRow(ctx, releaseSQL, s.hotMode, nil, token, lease.Microseconds()).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -249,6 +250,19 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	}
 	s.hub.Broadcast()
 	return nil
+}
+
+// dropIdleAfter closes every connection of the pool (in-use ones as they
+// are released) when err says one failed in the middle of a call: a
+// timeout waiting for the server, a connection lost. The others are
+// likely in the same state (a server restarted, a network that cut or
+// half-opened them), and each would cost its next caller a timeout of its
+// own to find out: three half-open connections held a worker back 30 s in
+// the fault suite's TestNetworkFaults.
+func (s *Store) dropIdleAfter(err error) {
+	if err != nil && outcomeUnknown(err) {
+		s.pool.Reset()
+	}
 }
 
 // outcomeUnknown reports whether a statement that failed with err may
@@ -373,7 +387,7 @@ func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs [
 	return nil
 }
 
-func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
+func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, cs []readpast.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
@@ -389,7 +403,7 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 				results[k] = &str
 			}
 		}
-		done, err := pairSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
+		done, err := pairSet(q.Query(ctx, completeSQL, mode, b.ids, b.tokens, results))
 		if err != nil {
 			return nil, opErr("complete", err)
 		}
@@ -412,7 +426,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	return retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, cs) })
+	errs, err := retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, cs) })
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // CompleteTx completes one job inside the caller's transaction, so the
@@ -421,7 +437,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // ends it holds the job's row and, for a grouped job, its group's row:
 // claims pass that group over meanwhile, and SetGroupLimit on it waits.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
-	errs, err := complete(ctx, tx, []readpast.Completion{c})
+	errs, err := complete(ctx, tx, s.hotMode, []readpast.Completion{c})
 	if err != nil {
 		return err
 	}
@@ -446,10 +462,10 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 			retryAt[k] = &f.RetryAt
 		}
 	}
-	return retryDeadlock(ctx, func() ([]error, error) {
+	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := pairSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
+			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.tokens, msgs, stacks, retryAt, discard))
 			if err != nil {
 				return nil, opErr("fail", err)
 			}
@@ -464,6 +480,8 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // Extend renews a running job's lease.
@@ -477,6 +495,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	}
 	var exp time.Time
 	err := s.pool.QueryRow(ctx, extendSQL, id, tok, lease.Microseconds()).Scan(&exp)
+	s.dropIdleAfter(err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
@@ -494,7 +513,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		return s.staleOrMissing(ctx, id)
 	}
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, id, tok, int64(0)).Scan(&n)
+		err = s.pool.QueryRow(ctx, releaseSQL, s.hotMode, id, tok, int64(0)).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -630,7 +649,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeDescribeExec, limit).Scan(&n)
+		err = s.pool.QueryRow(ctx, rescueSQL, s.hotMode, limit).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -729,7 +748,7 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
-	return claim(ctx, tx, p, uuid.NewString())
+	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, p, uuid.NewString())
 }
 
 // PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql).
