@@ -5,7 +5,8 @@
 -- kept, a ready mark when grouped. A job with a unique key takes it again
 -- (its row inserted, or taken over when it no longer holds the key or is
 -- the job's own); when another job holds it, the job stays in history.
--- Of several jobs of the batch with one key, only the newest tries.
+-- Of several jobs of the batch with one key, only the oldest tries (as
+-- when they are retried one by one in id order).
 --
 -- History rows are locked FOR UPDATE SKIP LOCKED in id order (a prune,
 -- Delete or another retry holding one: passed over, returned, tried again
@@ -28,7 +29,7 @@ took AS (
     INSERT INTO readpast_unique_keys AS k (unique_key, job_id, keep_until)
     SELECT DISTINCT ON (unique_key) unique_key, id, unique_until FROM cand
     WHERE unique_key IS NOT NULL
-    ORDER BY unique_key, id DESC
+    ORDER BY unique_key, id
     ON CONFLICT (unique_key) DO UPDATE
     SET job_id = excluded.job_id, live = true, keep_until = excluded.keep_until
     WHERE k.job_id = excluded.job_id OR (NOT k.live AND k.keep_until <= now())
