@@ -31,6 +31,10 @@ type Job struct {
 	Result         json.RawMessage         `json:"result,omitempty"`
 	UniqueKey      string                  `json:"unique_key,omitempty"`
 	UniqueUntil    *time.Time              `json:"unique_until,omitempty"`
+	// Tags are the job's tags; always an array.
+	Tags []string `json:"tags"`
+	// Snoozes counts the job's snoozes.
+	Snoozes int `json:"snoozes"`
 	// Duplicate is set in enqueue responses for an entry whose unique key
 	// was held: nothing was created, and this is the job holding the key.
 	Duplicate bool `json:"duplicate,omitempty"`
@@ -62,6 +66,8 @@ func NewJob(j *readpast.Job) Job {
 		Result:         j.Result,
 		UniqueKey:      j.UniqueKey,
 		UniqueUntil:    utcPtr(j.UniqueUntil),
+		Tags:           tagsOf(j),
+		Snoozes:        j.Snoozes,
 		Duplicate:      j.Duplicate,
 	}
 	if len(w.Payload) == 0 {
@@ -94,6 +100,16 @@ type JobSummary struct {
 	StartedAt      *time.Time        `json:"started_at,omitempty"`
 	FinishedAt     *time.Time        `json:"finished_at,omitempty"`
 	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
+	Tags           []string          `json:"tags"`
+	Snoozes        int               `json:"snoozes"`
+}
+
+// tagsOf returns j's tags; never nil.
+func tagsOf(j *readpast.Job) []string {
+	if j.Tags == nil {
+		return []string{}
+	}
+	return j.Tags
 }
 
 // NewJobSummary converts a stored job to its summary wire form.
@@ -117,6 +133,8 @@ func NewJobSummary(j *readpast.Job) JobSummary {
 		StartedAt:      utcPtr(j.StartedAt),
 		FinishedAt:     utcPtr(j.FinishedAt),
 		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
+		Tags:           tagsOf(j),
+		Snoozes:        j.Snoozes,
 	}
 }
 
