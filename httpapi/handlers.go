@@ -295,6 +295,23 @@ func (s *server) release(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// deleteJob serves DELETE /v1/jobs/{id}: 204, or 409 for a live job.
+func (s *server) deleteJob(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	if err := s.store.Delete(ctx, id); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // snooze serves POST /v1/jobs/{id}/snooze. The limit is checked on the
 // job as it is before the snooze: only a write under the claim's token
 // changes the count, and a snooze ends that claim, so two snoozes racing

@@ -210,6 +210,14 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/bulk/retry", "/v1/bulk/retry", `{"tag":"blue","state":"cancelled"}`, 200)
 	do("POST", "/v1/bulk/retry", "/v1/bulk/retry", `{"queue":"ctl","nope":1}`, 400)
 	do("POST", "/v1/bulk/cancel", "/v1/bulk/cancel", `{"kind":"t"}`, 200)
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", a.ID), ``, 204)
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", a.ID), ``, 404)
+	var live Job
+	if err := json.Unmarshal(do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"live"}`, 201), &live); err != nil {
+		t.Fatal(err)
+	}
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", live.ID), ``, 409)
+	do("DELETE", "/v1/jobs/{id}", "/v1/jobs/0", ``, 400)
 	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"queue":"ctl","state":"cancelled"}`, 200)
 	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"state":"running"}`, 400)
 	do("GET", "/healthz", "/healthz", ``, 200)

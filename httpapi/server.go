@@ -235,6 +235,7 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "POST /v1/jobs/batch", handler: s.enqueueBatch},
 		{pattern: "GET /v1/jobs", handler: s.list},
 		{pattern: "GET /v1/jobs/{id}", handler: s.get},
+		{pattern: "DELETE /v1/jobs/{id}", handler: s.deleteJob},
 		{pattern: "POST /v1/claim", handler: s.claim},
 		{pattern: "POST /v1/jobs/{id}/complete", handler: s.complete},
 		{pattern: "POST /v1/jobs/{id}/fail", handler: s.fail},
