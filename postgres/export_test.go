@@ -18,3 +18,6 @@ func TidyWait(s *Store, table string) time.Duration {
 // FoldCountsSQL is the statement that folds count deltas, for tests that
 // hold one open in a transaction.
 var FoldCountsSQL = foldCountsSQL
+
+// ListTagSQL is sql/list_tag.sql, for TestExplainListByTag.
+var ListTagSQL = listTagSQL
