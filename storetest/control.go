@@ -15,9 +15,16 @@ import (
 func listAll(t *testing.T, s readpast.Store, p readpast.ListParams) []int64 {
 	t.Helper()
 	var out []int64
+	seen := map[int64]bool{}
 	for {
 		res := ok(s.List(ctxT(t), p)).must(t)
-		out = append(out, ids(res.Jobs)...)
+		for _, j := range res.Jobs {
+			if seen[j.ID] {
+				t.Fatalf("listing %+v: job %d on two pages", p, j.ID)
+			}
+			seen[j.ID] = true
+			out = append(out, j.ID)
+		}
 		if res.Next == "" {
 			return out
 		}
