@@ -76,6 +76,10 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 		StressJobs: 5000,
 		Claimers:   16,
 		Groups:     groupStates,
+		TagRows: func(ctx context.Context, st readpast.Store) (n int64, err error) {
+			err = st.(*postgres.Store).Pool().QueryRow(ctx, "SELECT count(*) FROM readpast_job_tags").Scan(&n)
+			return n, err
+		},
 		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
 			// readpast_listen is readpast's own parameter: not for database/sql.
 			cs := strings.ReplaceAll(st.(*postgres.Store).Pool().Config().ConnString(), "&readpast_listen=off", "")

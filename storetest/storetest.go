@@ -60,6 +60,9 @@ func (h Harness) withDefaults() Harness {
 
 // Run runs the whole suite, one subtest per behaviour.
 func Run(t *testing.T, h Harness) {
+	if h.New == nil || h.Groups == nil || h.BeginSQLTx == nil || h.TagRows == nil {
+		t.Fatal("storetest.Harness: New, Groups, BeginSQLTx and TagRows are required")
+	}
 	h = h.withDefaults()
 	tests := []struct {
 		name string
