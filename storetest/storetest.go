@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelAndRetry", testCancelRetry},
 		{"ListAndStats", testListStats},
 		{"PauseAndResumeQueues", testPause},
+		{"Inspect", testInspect},
 		{"Prune", testPrune},
 		{"GroupMutualExclusion", testGroupExclusion},
 		{"GroupLimit", testGroupLimit},
