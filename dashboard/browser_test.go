@@ -23,11 +23,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
-	"github.com/readpast/readpast/postgres"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false,
@@ -55,23 +53,24 @@ const envArtifacts = "READPAST_ARTIFACTS"
 func TestBrowser(t *testing.T) {
 	chrome := chromiumPath(t)
 	bin := buildReadpast(t)
-	url := pgtest.URL(t)
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
+	for _, open := range []func(*testing.T) *backend{sqliteBackend, postgresBackend} {
+		bk := open(t)
+		t.Run(bk.name, func(t *testing.T) {
+			t.Parallel() // a server and a browser each
+			testBrowser(t, chrome, bin, bk)
+		})
 	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := seed(t, st)
-	srv := startServe(t, bin, "--database-url", url, "--token", fullToken, "--read-token", readToken, "--dashboard-refresh", "1s")
-	b := newBrowser(t, chrome, srv.base)
+}
+
+func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
+	s := seed(t, bk)
+	srv := startServe(t, bin, "--database-url", bk.url, "--token", fullToken, "--read-token", readToken, "--dashboard-refresh", "1s")
+	b := newBrowser(t, chrome, srv.base, bk.name)
+	st := bk.st
 
 	t.Run("login", func(t *testing.T) { b.t = t; testBrowserLogin(b) })
 	t.Run("overview", func(t *testing.T) { b.t = t; testBrowserOverview(b, st) })
-	t.Run("jobs", func(t *testing.T) { b.t = t; testBrowserJobs(b, st, s) })
+	t.Run("jobs", func(t *testing.T) { b.t = t; testBrowserJobs(b, bk, s) })
 	t.Run("job page", func(t *testing.T) { b.t = t; testBrowserJob(b, s) })
 	t.Run("actions", func(t *testing.T) { b.t = t; testBrowserActions(b, st, s) })
 	t.Run("keyboard", func(t *testing.T) { b.t = t; testBrowserKeyboard(b, st) })
@@ -88,31 +87,11 @@ type seeded struct {
 
 // seed fills the database: an hour of finished jobs in four queues (for
 // the charts), live jobs in groups, and the jobs the actions need.
-func seed(t *testing.T, st *postgres.Store) seeded {
+func seed(t *testing.T, bk *backend) seeded {
 	t.Helper()
 	ctx := context.Background()
-	// An hour of history: more traffic in some minutes, failures in a
-	// burst, latency rising and falling.
-	if _, err := st.Pool().Exec(ctx, `
-INSERT INTO readpast_jobs_history
-    (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-     worker, group_key, created_at, started_at, finished_at, errors, result)
-SELECT nextval('readpast_job_id_seq'), q, k, jsonb_build_object('order', i), 0, t - wait, st, 1, 25,
-       gen_random_uuid(), 'worker-' || (i % 4), NULL, t - wait, t, t + interval '40 milliseconds',
-       CASE WHEN st = 'failed' THEN jsonb_build_array(jsonb_build_object('attempt', 1, 'at', t,
-            'message', 'upstream timed out', 'worker', 'worker-' || (i % 4))) ELSE '[]' END,
-       CASE WHEN st = 'succeeded' THEN '{"ok": true}'::jsonb END
-FROM (SELECT i, t, q, k,
-             CASE WHEN m BETWEEN 38 AND 44 AND i % 7 = 0 THEN 'failed' WHEN i % 97 = 0 THEN 'failed' ELSE 'succeeded' END AS st,
-             interval '1 millisecond' * (20 + 30 * (1 + sin(m / 9.0)) + (i % 11) * (1 + m / 10)) AS wait
-      FROM (SELECT i, now() - interval '59 minutes' + interval '59 minutes' * (i / 2400.0) AS t,
-                   (i * 59 / 2400) AS m,
-                   (ARRAY['mail', 'images', 'reports', 'billing'])[1 + i % 4] AS q,
-                   (ARRAY['email', 'resize', 'render', 'invoice'])[1 + i % 4] AS k
-            FROM generate_series(1, 2400) AS i
-            WHERE i % 3 <> 0 OR (i / 100) % 4 <> 1) AS g) AS s`); err != nil {
-		t.Fatal(err)
-	}
+	st := bk.st
+	bk.addHistory(t, hourOfHistory(time.Now()))
 	enqueue := func(ps ...readpast.EnqueueParams) []*readpast.Job {
 		t.Helper()
 		jobs, err := st.Enqueue(ctx, ps)
@@ -190,7 +169,7 @@ func testBrowserLogin(b *browser) {
 	}
 }
 
-func testBrowserOverview(b *browser, st *postgres.Store) {
+func testBrowserOverview(b *browser, st testStore) {
 	b.nav("/")
 	b.waitVisible("#total-pending")
 	qs, err := st.QueueSummaries(context.Background(), time.Now().Add(-time.Hour))
@@ -242,7 +221,7 @@ func testBrowserOverview(b *browser, st *postgres.Store) {
 	}
 }
 
-func testBrowserJobs(b *browser, st *postgres.Store, s seeded) {
+func testBrowserJobs(b *browser, bk *backend, s seeded) {
 	b.nav("/")
 	b.click("nav a[href='/jobs']")
 	b.waitVisible("table.jobs")
@@ -272,15 +251,7 @@ func testBrowserJobs(b *browser, st *postgres.Store, s seeded) {
 		b.submit("form.filters button[type=submit]", http.StatusOK)
 		return b.rowIDs()
 	}
-	var failedMail []int64
-	rows, err := st.Pool().Query(context.Background(), `SELECT id FROM readpast_jobs WHERE queue = 'mail' AND state = 'failed'
-UNION ALL SELECT id FROM readpast_jobs_history WHERE queue = 'mail' AND state = 'failed' ORDER BY id DESC`)
-	if err == nil {
-		failedMail, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-	}
-	if err != nil {
-		b.t.Fatal(err)
-	}
+	failedMail := bk.ids(b.t, `queue = 'mail' AND state = 'failed'`)
 	if got := filter("mail", "failed", "", "", ""); !slices.Equal(got, failedMail) || got[0] != s.failed {
 		b.t.Errorf("mail, failed: %v, want %v starting with %d", got, failedMail, s.failed)
 	}
@@ -333,7 +304,7 @@ func testBrowserJob(b *browser, s seeded) {
 	b.shot("job-long-payload")
 }
 
-func testBrowserActions(b *browser, st *postgres.Store, s seeded) {
+func testBrowserActions(b *browser, st testStore, s seeded) {
 	ctx := context.Background()
 	get := func(id int64) *readpast.Job {
 		b.t.Helper()
@@ -415,7 +386,7 @@ func testBrowserActions(b *browser, st *postgres.Store, s seeded) {
 
 // testBrowserKeyboard: the first Tab reaches the skip link, which moves
 // the focus to the content; links and buttons work from the keyboard.
-func testBrowserKeyboard(b *browser, st *postgres.Store) {
+func testBrowserKeyboard(b *browser, st testStore) {
 	b.nav("/")
 	b.waitVisible("#total-pending")
 	b.do(chromedp.KeyEvent(kb.Tab))
@@ -484,7 +455,7 @@ func testBrowserPhoneDark(b *browser, s seeded) {
 // 127.0.0.1) the login cookie goes along, and cross-origin protection
 // refuses it; from another site (localhost) the cookie stays behind too.
 // The job is untouched either way.
-func testBrowserForgery(b *browser, st *postgres.Store, s seeded) {
+func testBrowserForgery(b *browser, st testStore, s seeded) {
 	target := fmt.Sprintf("%s/jobs/%d/cancel", b.base, s.pending)
 	evil := http.NewServeMux()
 	evil.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
@@ -522,7 +493,7 @@ func testBrowserForgery(b *browser, st *postgres.Store, s seeded) {
 
 // testBrowserReadOnly: a read-only login sees the pages without any action
 // and the server refuses the actions it makes up.
-func testBrowserReadOnly(b *browser, st *postgres.Store, s seeded) {
+func testBrowserReadOnly(b *browser, st testStore, s seeded) {
 	b.nav("/login")
 	b.do(chromedp.SendKeys(chromedp.CSS("#token"), readToken))
 	b.submit("form[action='/login'] button", http.StatusOK)
@@ -579,7 +550,7 @@ func TestBrowserAuthOff(t *testing.T) {
 	bin := buildReadpast(t)
 	db := filepath.Join(t.TempDir(), "off.db")
 	srv := startServe(t, bin, "--database-url", db)
-	b := newBrowser(t, chrome, srv.base)
+	b := newBrowser(t, chrome, srv.base, "auth-off")
 	res, err := http.Post(srv.base+"/v1/jobs", "application/json", strings.NewReader(`{"kind":"hello","queue":"solo"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -742,8 +713,10 @@ type browser struct {
 	shotSeq int
 }
 
-// newBrowser starts headless Chromium, closed at the end of the test.
-func newBrowser(t *testing.T, chrome, base string) *browser {
+// newBrowser starts headless Chromium, closed at the end of the test. Its
+// screenshots go to screenshots/name in $READPAST_ARTIFACTS, or in a
+// temporary directory.
+func newBrowser(t *testing.T, chrome, base, name string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chrome),
@@ -764,7 +737,7 @@ func newBrowser(t *testing.T, chrome, base string) *browser {
 	if shots == "" {
 		shots = t.TempDir()
 	}
-	shots = filepath.Join(shots, "screenshots")
+	shots = filepath.Join(shots, "screenshots", name)
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
