@@ -45,9 +45,9 @@ type backend struct {
 // give the charts an hour of traffic without running it.
 type historyRow struct {
 	queue, kind, worker, state string
-	payload, result           []byte
-	errors                    []readpast.AttemptError
-	runAt, started, finished  time.Time
+	payload, result            []byte
+	errors                     []readpast.AttemptError
+	runAt, started, finished   time.Time
 }
 
 // postgresBackend is a fresh database on the test's PostgreSQL server.
