@@ -123,6 +123,7 @@ func New(cfg Config) (*Handler, error) {
 	_, _ = rand.Read(h.csrfKey) // never fails (crypto/rand)
 	h.overview = newSampler(insp, log, cmp.Or(cfg.RefreshInterval, DefaultRefreshInterval))
 	h.routes()
+	h.overview.warmUp()
 	return h, nil
 }
 

@@ -225,7 +225,9 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 		h.storeError(w, r, v, err)
 		return
 	}
-	h.overview.changed(ctx)
+	// The job's page reads the job itself: the overview's figures catch
+	// up in the background.
+	h.overview.touch()
 	h.redirectDone(w, r, string(jobURL(id)), action)
 }
 

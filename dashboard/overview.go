@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,9 +26,6 @@ const (
 	// new ones.
 	quickRefresh = 100 * time.Millisecond
 	pageWait     = 150 * time.Millisecond
-	// actionWait bounds how long an action waits for figures that include
-	// its change before showing the next page.
-	actionWait = 5 * time.Second
 )
 
 // overview is one refresh of the overview's figures.
@@ -35,6 +34,9 @@ type overview struct {
 	At time.Time
 	// Took is how long the refresh took.
 	Took time.Duration
+	// warmUp: the refresh made when the handler started. A page shows
+	// these figures only when it cannot wait for newer ones.
+	warmUp bool
 	// Since is where the charts and finished counts start.
 	Since   time.Time
 	Queues  []readpast.QueueSummary
@@ -47,7 +49,9 @@ type overview struct {
 // on a small machine), so pages do not count: they show the latest
 // figures, and ask for a refresh when those are older than the refresh
 // interval, or ten times what the last refresh took, whichever is longer.
-// At most one refresh runs at a time, and none runs unless someone looks.
+// At most one refresh runs at a time, and none runs unless someone looks
+// (but for one when the handler starts, so that the first page has
+// figures to show).
 type sampler struct {
 	insp readpast.Inspector
 	log  *slog.Logger
@@ -65,6 +69,11 @@ type sampler struct {
 	// dirty: figures from refreshes started before it are out of date (an
 	// action changed something).
 	dirty time.Time
+	// warming: the refresh in flight is the warm-up.
+	warming bool
+	// patched: the figures were changed in place then (setPaused);
+	// refreshes started before are dropped.
+	patched time.Time
 	// inflight is closed when the refresh in flight ends; nil when none.
 	inflight chan struct{}
 }
@@ -83,7 +92,7 @@ func (s *sampler) close() {
 // fresh reports whether the figures are recent enough to show without a
 // refresh. The caller holds s.mu.
 func (s *sampler) fresh() bool {
-	if s.cur == nil || s.cur.At.Before(s.dirty) {
+	if s.cur == nil || s.cur.warmUp || s.cur.At.Before(s.dirty) {
 		return false
 	}
 	return s.now().Sub(s.cur.At) < max(s.min, 10*s.cur.Took)
@@ -101,11 +110,18 @@ func (s *sampler) start() <-chan struct{} {
 		ov, err := s.load()
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if ov != nil {
+			ov.warmUp, s.warming = s.warming, false
+		}
 		if err != nil {
 			if s.ctx.Err() == nil {
 				s.log.Warn("dashboard: refreshing the overview", slog.Any("error", err))
 			}
 			s.err = err
+		} else if ov.At.Before(s.patched) {
+			// Read before a change the figures already show: keep
+			// those, and let the next refresh bring the rest.
+			s.err = nil
 		} else {
 			s.cur, s.err = ov, nil
 		}
@@ -168,13 +184,45 @@ func (s *sampler) get(ctx context.Context, wait time.Duration) (*overview, error
 	return s.cur, s.err
 }
 
-// changed marks the figures out of date and waits (up to actionWait) for
-// a refresh that started after the change.
-func (s *sampler) changed(ctx context.Context) {
+// setPaused shows a queue paused (since at) or resumed (at nil) in the
+// figures at once, marks them out of date and starts a refresh, without
+// waiting for it: counting the live jobs can take a while, and a pause
+// changes no count.
+func (s *sampler) setPaused(name string, at *time.Time) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.dirty, s.patched = now, now
+	if s.cur != nil {
+		// Pages render the figures without the lock: change a copy.
+		ov := *s.cur
+		ov.Queues = slices.Clone(ov.Queues)
+		i, found := slices.BinarySearchFunc(ov.Queues, name, func(q readpast.QueueSummary, n string) int { return strings.Compare(q.Name, n) })
+		if !found {
+			ov.Queues = slices.Insert(ov.Queues, i, readpast.QueueSummary{Name: name})
+		}
+		ov.Queues[i].Paused, ov.Queues[i].PausedAt = at != nil, at
+		s.cur = &ov
+	}
+	s.start()
+}
+
+// warmUp starts the first refresh, so that the first page has figures
+// to show even when counting takes a while.
+func (s *sampler) warmUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.warming = true
+	s.start()
+}
+
+// touch marks the figures out of date and starts a refresh, without
+// waiting for it: for an action whose next page does not show them.
+func (s *sampler) touch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.dirty = s.now()
-	s.mu.Unlock()
-	_, _ = s.get(ctx, actionWait)
+	s.start()
 }
 
 // latest returns the newest figures without waiting (nil before the first

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/readpast/readpast"
 )
@@ -30,6 +31,11 @@ func (h *Handler) queueAction(w http.ResponseWriter, r *http.Request, v *viewer)
 		h.storeError(w, r, v, err)
 		return
 	}
-	h.overview.changed(ctx)
+	var at *time.Time
+	if action == "pause" {
+		now := h.now().UTC()
+		at = &now
+	}
+	h.overview.setPaused(name, at)
 	h.redirectDone(w, r, "/", action)
 }
