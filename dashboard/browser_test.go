@@ -29,7 +29,7 @@ import (
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false,
-	"write the overview screenshot the browser test takes to docs/img/overview.png (for the README)")
+	"write the overview screenshot the browser test takes on PostgreSQL to docs/img/overview.png (for the README)")
 
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
@@ -199,7 +199,7 @@ func testBrowserOverview(b *browser, st testStore) {
 	}
 	b.checkLabels()
 	b.shot("overview")
-	if *updateScreenshots {
+	if *updateScreenshots && b.name == "postgres" {
 		shot := b.screenshot()
 		if err := os.WriteFile(filepath.Join("..", "docs", "img", "overview.png"), shot, 0o644); err != nil {
 			b.t.Fatal(err)
@@ -708,6 +708,7 @@ type browser struct {
 	t       *testing.T
 	ctx     context.Context
 	alloc   context.Context
+	name    string // of the backend
 	base    string
 	shots   string
 	shotSeq int
@@ -742,7 +743,7 @@ func newBrowser(t *testing.T, chrome, base, name string) *browser {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
-	return &browser{t: t, ctx: ctx, alloc: ctx, base: base, shots: shots}
+	return &browser{t: t, ctx: ctx, alloc: ctx, name: name, base: base, shots: shots}
 }
 
 // other is a second tab with cookies of its own (a new browser context),
@@ -753,7 +754,7 @@ func (b *browser) other(t *testing.T) *browser {
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
 		t.Fatal(err)
 	}
-	return &browser{t: t, ctx: ctx, alloc: b.alloc, base: b.base, shots: b.shots, shotSeq: 100}
+	return &browser{t: t, ctx: ctx, alloc: b.alloc, name: b.name, base: b.base, shots: b.shots, shotSeq: 100}
 }
 
 // step bounds one browser action.
