@@ -20,6 +20,8 @@ const (
 	DefaultPollInterval = time.Second
 	DefaultMaxWorkers   = 100
 	DefaultFetchLimit   = 1000
+	// DefaultCompleteWindow: see Config.CompleteWindow.
+	DefaultCompleteWindow = time.Millisecond
 )
 
 // QueueConfig configures the workers of one queue.
@@ -64,6 +66,23 @@ type Config struct {
 	Retention Retention
 	// RetentionInterval defaults to DefaultRetentionInterval.
 	RetentionInterval time.Duration
+	// Schedules are periodic jobs declared in code: Start puts each of
+	// them in the store (Store.PutSchedule) before anything else, so every
+	// client and server sharing the store sees them. Schedules already in
+	// the store and not listed here are left alone.
+	Schedules []ScheduleParams
+	// CompleteWindow is how long the completer gathers completions after
+	// the first one before writing them in one statement, so that a burst
+	// of finishing handlers becomes one batch instead of one write each.
+	// The handler's worker is free meanwhile; only the database write
+	// waits. Defaults to DefaultCompleteWindow; negative writes each
+	// completion as soon as a writer is free.
+	CompleteWindow time.Duration
+	// ScheduleInterval is how often this client's scheduler looks for due
+	// ticks of the store's schedules (all of them, whoever declared
+	// them). Defaults to DefaultScheduleInterval; negative disables the
+	// scheduler (another process must run one for schedules to fire).
+	ScheduleInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -89,6 +108,8 @@ func (c Config) withDefaults() Config {
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
+	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
+	c.CompleteWindow = cmp.Or(c.CompleteWindow, DefaultCompleteWindow)
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy
 	}
@@ -116,11 +137,28 @@ func (c Config) validate() error {
 	if c.PollInterval < time.Millisecond {
 		return invalid("PollInterval", "must be at least 1ms")
 	}
+	if c.CompleteWindow > time.Second {
+		return invalid("CompleteWindow", "must be at most 1s (negative for none)")
+	}
 	if c.JobTimeout < 0 {
 		return invalid("JobTimeout", "must not be negative (zero means no timeout)")
 	}
 	if c.Retention.Succeeded < 0 || c.Retention.Failed < 0 || c.Retention.Cancelled < 0 {
 		return invalid("Retention", "must not be negative")
+	}
+	seen := map[string]bool{}
+	for i, p := range c.Schedules {
+		if _, _, err := p.Normalize(time.Now()); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				return invalid(fmt.Sprintf("Schedules[%d].%s", i, fe.Field), "%s", fe.Message)
+			}
+			return fmt.Errorf("schedule %d: %w", i, err)
+		}
+		if seen[p.Name] {
+			return invalid(fmt.Sprintf("Schedules[%d].name", i), "%q is declared twice", p.Name)
+		}
+		seen[p.Name] = true
 	}
 	return nil
 }
@@ -179,11 +217,14 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.started {
 		return errors.New("readpast: client already started")
 	}
+	if err := SyncSchedules(ctx, c.store, c.cfg.Schedules); err != nil {
+		return fmt.Errorf("readpast: sync schedules: %w", err)
+	}
 	c.started = true
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	workCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	c.stop, c.abort = stop, abort
-	c.done = newCompleter(c.store, c.log, c.cfg.Lease)
+	c.done = newCompleter(c.store, c.log, c.cfg.Lease, c.cfg.CompleteWindow)
 	c.done.start()
 	var wake <-chan struct{}
 	if n, ok := c.store.(Notifier); ok {
@@ -213,6 +254,13 @@ func (c *Client) Start(ctx context.Context) error {
 		go func() {
 			defer c.wg.Done()
 			RunRescuer(runCtx, c.store, c.cfg.RescueInterval, c.log)
+		}()
+	}
+	if c.cfg.ScheduleInterval > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			NewScheduler(c.store, SchedulerConfig{Interval: c.cfg.ScheduleInterval, Logger: c.log}).Run(runCtx)
 		}()
 	}
 	if c.cfg.Retention != (Retention{}) {

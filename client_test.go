@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/sqlite"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -504,5 +506,59 @@ func TestClientKeepsLeaseUntilCompletionIsWritten(t *testing.T) {
 				t.Fatalf("the handler ran %d times; attempt %d, errors %+v: the lease expired while the completion waited", runs.Load(), j.Attempt, j.Errors)
 			}
 		})
+	}
+}
+
+// TestClientSchedules: schedules declared in Config are put in the store at
+// Start, and the client's scheduler makes their jobs, which its workers
+// run; a second start with the same declaration keeps the next tick.
+func TestClientSchedules(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "s.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	ran := 0
+	w := readpast.NewWorkers()
+	w.Handle("tick", func(ctx context.Context, job *readpast.Job) (any, error) {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		return nil, nil
+	}, nil)
+	decl := []readpast.ScheduleParams{{Name: "beat", Cron: "@every 1s", Job: readpast.EnqueueParams{Kind: "tick"}}}
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w, Schedules: decl, ScheduleInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "two ticks run", func() bool { mu.Lock(); defer mu.Unlock(); return ran >= 2 })
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.GetSchedule(ctx, "beat")
+	if err != nil || before.LastJobID == nil {
+		t.Fatalf("%+v %v", before, err)
+	}
+	// Declaring it again, as a restart does, keeps its next tick.
+	if err := readpast.SyncSchedules(ctx, s, decl); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.GetSchedule(ctx, "beat")
+	if err != nil || !after.NextRunAt.Equal(*before.NextRunAt) {
+		t.Fatalf("next tick %v after a sync, was %v (%v)", after.NextRunAt, before.NextRunAt, err)
+	}
+	// Bad declarations are refused by NewClient, naming the schedule.
+	for _, bad := range [][]readpast.ScheduleParams{
+		{{Name: "x", Cron: "nope", Job: readpast.EnqueueParams{Kind: "k"}}},
+		{decl[0], decl[0]},
+	} {
+		if _, err := readpast.NewClient(s, readpast.Config{Workers: w, Schedules: bad}); !errors.Is(err, readpast.ErrInvalid) || !strings.Contains(err.Error(), "Schedules[") {
+			t.Errorf("NewClient with %+v: %v", bad, err)
+		}
 	}
 }

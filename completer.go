@@ -9,16 +9,18 @@ import (
 )
 
 // completer writes successful outcomes in batches: each store.Complete
-// carries every completion that queued up while the previous one ran.
+// carries every completion that queued up while the previous one ran, and
+// those that arrive within the gathering window after the first.
 // Each completion comes with a function that the completer calls once the
 // completion is written or given up on: the worker pool keeps the job's
 // lease alive until then.
 type completer struct {
-	store Store
-	log   *slog.Logger
-	lease time.Duration // how long a completion is retried
-	in    chan queued
-	wg    sync.WaitGroup
+	store  Store
+	log    *slog.Logger
+	lease  time.Duration // how long a completion is retried
+	window time.Duration // how long a batch gathers after its first; <= 0: none
+	in     chan queued
+	wg     sync.WaitGroup
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool         // protected by mu
@@ -36,8 +38,8 @@ type queued struct {
 	settled func() // called once it is written or given up on
 }
 
-func newCompleter(store Store, log *slog.Logger, lease time.Duration) *completer {
-	return &completer{store: store, log: log, lease: lease, in: make(chan queued, 4*maxCompleteBatch)}
+func newCompleter(store Store, log *slog.Logger, lease, window time.Duration) *completer {
+	return &completer{store: store, log: log, lease: lease, window: window, in: make(chan queued, 4*maxCompleteBatch)}
 }
 
 func (c *completer) start() {
@@ -76,8 +78,18 @@ func (c *completer) close() {
 func (c *completer) run() {
 	waiting := make([]queued, 0, maxCompleteBatch)
 	batch := make([]Completion, 0, maxCompleteBatch)
+	var gather *time.Timer
+	if c.window > 0 {
+		gather = time.NewTimer(c.window)
+		gather.Stop()
+	}
 	for first := range c.in {
 		waiting = append(waiting[:0], first)
+		var deadline <-chan time.Time // nil: take what is queued, do not wait
+		if gather != nil {
+			gather.Reset(c.window)
+			deadline = gather.C
+		}
 	fill:
 		for len(waiting) < maxCompleteBatch {
 			select {
@@ -86,9 +98,24 @@ func (c *completer) run() {
 					break fill
 				}
 				waiting = append(waiting, q)
+				continue
 			default:
+			}
+			if deadline == nil {
 				break fill
 			}
+			select {
+			case q, ok := <-c.in:
+				if !ok {
+					break fill
+				}
+				waiting = append(waiting, q)
+			case <-deadline:
+				break fill
+			}
+		}
+		if gather != nil {
+			gather.Stop()
 		}
 		batch = batch[:0]
 		for _, q := range waiting {

@@ -28,6 +28,8 @@ var (
 	// later may work. A write that failed this way after it was sent may
 	// or may not have been applied.
 	ErrUnavailable = errors.New("readpast: database unavailable")
+	// ErrScheduleNotFound: no schedule has that name.
+	ErrScheduleNotFound = errors.New("readpast: schedule not found")
 )
 
 // FieldError names the parameter that made a request invalid.

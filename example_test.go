@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/sqlite"
@@ -131,4 +132,52 @@ func Example_groups() {
 	// 1 sync
 	// 2 sync
 	// 6 report
+}
+
+// Unique jobs: while a job holds its key (here for 24 hours, whatever its
+// outcome), enqueueing the key again creates nothing and returns the
+// holder marked Duplicate. Periodic jobs are declared in Config.Schedules
+// and put in the database at Start.
+func Example_unique() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	workers := readpast.NewWorkers()
+	workers.Handle("report", func(ctx context.Context, job *readpast.Job) (any, error) { return nil, nil }, nil)
+	client, err := readpast.NewClient(store, readpast.Config{Workers: workers, Schedules: []readpast.ScheduleParams{
+		{Name: "nightly-report", Cron: "0 3 * * *", TimeZone: "Europe/Paris", Job: readpast.EnqueueParams{Kind: "report"}},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+
+	for range 2 {
+		jobs, err := client.Enqueue(ctx, readpast.EnqueueParams{Kind: "invoice", UniqueKey: "invoice-2026-06-42", UniqueFor: 24 * time.Hour})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(jobs[0].ID, jobs[0].Duplicate)
+	}
+	schedules, err := store.ListSchedules(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(schedules[0].Name, schedules[0].Cron)
+	// Output:
+	// 1 false
+	// 1 true
+	// nightly-report 0 3 * * *
 }

@@ -88,6 +88,17 @@ type Job struct {
 	FinishedAt *time.Time      `json:"finished_at,omitempty"`
 	Errors     []AttemptError  `json:"errors"`
 	Result     json.RawMessage `json:"result,omitempty"`
+	// UniqueKey is the job's unique key; empty for none. The job keeps it
+	// for its whole life, retries included.
+	UniqueKey string `json:"unique_key,omitempty"`
+	// UniqueUntil is when the key's period ends (EnqueueParams.UniqueFor
+	// after the enqueue); nil when the key is held only while the job is
+	// pending or running.
+	UniqueUntil *time.Time `json:"unique_until,omitempty"`
+	// Duplicate is set on what Enqueue returns for an entry whose unique
+	// key was held: nothing was created, and this is the job that holds
+	// the key (pending, running, or finished within the key's period).
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // EnqueueParams describes one job to enqueue. Zero values take defaults.
@@ -107,6 +118,18 @@ type EnqueueParams struct {
 	MaxAttempts int
 	// Group is the concurrency group key; empty for none.
 	Group string
+	// UniqueKey makes the enqueue idempotent: while a job with this key
+	// holds it, enqueueing the key again creates nothing and returns the
+	// holder with Duplicate set. A job holds its key while it is pending
+	// or running (retries included), and, with UniqueFor, until UniqueFor
+	// after its enqueue whatever its outcome. See docs/architecture.md,
+	// "Unique jobs", for the scopes. Empty for none.
+	UniqueKey string
+	// UniqueFor keeps the key held for this long after the enqueue, even
+	// once the job has finished (succeeded, failed or cancelled), so that
+	// an enqueue retried after a lost answer creates nothing. Zero: the
+	// key is freed when the job finishes. Requires UniqueKey.
+	UniqueFor time.Duration
 }
 
 // Defaults and limits shared by every store.
@@ -117,6 +140,10 @@ const (
 	MaxPriority        = 1000
 	MaxNameLen         = 128
 	MaxAttemptsLimit   = 1000
+	// MaxUniqueKeyLen caps a unique key, in bytes.
+	MaxUniqueKeyLen = 255
+	// MaxUniqueFor caps EnqueueParams.UniqueFor.
+	MaxUniqueFor = 366 * 24 * time.Hour
 )
 
 // ClaimParams asks for up to Limit jobs.

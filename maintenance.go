@@ -17,17 +17,41 @@ const rescueBatch = 1000
 // idle group rows (a minute at DefaultRescueInterval).
 const GroupPruneEvery = 240
 
+// TidyEvery is how many rescue intervals pass between two calls of a
+// Tidier's Tidy (a second at DefaultRescueInterval; Tidy itself decides
+// whether anything is due).
+const TidyEvery = 4
+
 // groupPruneBatch bounds one prune statement.
 const groupPruneBatch = 1000
 
+// tidyTimeout bounds one Tidy call: its vacuums of small tables take
+// milliseconds, seconds with a snapshot held open elsewhere.
+const tidyTimeout = time.Minute
+
 // RunRescuer ends expired claims on store every interval until ctx is done,
 // and, when the store is a GroupPruner, deletes idle group rows at its
-// first tick and every GroupPruneEvery ticks after. Any number of rescuers
+// first tick and every GroupPruneEvery ticks after; when it is a Tidier,
+// it calls Tidy every TidyEvery ticks. Any number of rescuers
 // may run at once, in any number of processes: each claim is rescued by
 // exactly one of them. A Client runs one; so does `readpast serve`.
+//
+// Every store call is bounded (a call on a connection that went half-open
+// would otherwise wait for it for good, and with it every later rescue),
+// and Tidy runs in a goroutine of its own, so a slow vacuum never delays a
+// rescue. RunRescuer returns once ctx is done and that goroutine has
+// returned.
 func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *slog.Logger) {
 	if interval <= 0 {
 		interval = DefaultRescueInterval
+	}
+	if tidier, ok := store.(Tidier); ok {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			runTidy(ctx, tidier, TidyEvery*interval, log)
+		}()
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -37,7 +61,9 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 			pruneGroups(ctx, pruner, log)
 		}
 		for {
-			n, err := store.RescueExpired(ctx, rescueBatch)
+			callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+			n, err := store.RescueExpired(callCtx, rescueBatch)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					log.WarnContext(ctx, "rescue expired leases", slog.Any("error", err))
@@ -60,9 +86,33 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 }
 
 // pruneGroups deletes idle group rows in batches until none is left.
+// runTidy calls t.Tidy every interval, the first time at once, until ctx
+// is done.
+func runTidy(ctx context.Context, t Tidier, interval time.Duration, log *slog.Logger) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, tidyTimeout)
+		n, err := t.Tidy(callCtx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "tidy", slog.Any("error", err))
+		} else if n > 0 {
+			log.DebugContext(ctx, "vacuumed", slog.Int("tables", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 func pruneGroups(ctx context.Context, p GroupPruner, log *slog.Logger) {
 	for {
-		n, err := p.PruneGroups(ctx, groupPruneBatch)
+		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		n, err := p.PruneGroups(callCtx, groupPruneBatch)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				log.WarnContext(ctx, "prune idle groups", slog.Any("error", err))

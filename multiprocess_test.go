@@ -7,11 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,22 +33,7 @@ func TestMultiProcessWorkerChild(t *testing.T) {
 	if url == "" {
 		t.Skip("runs only as a child of TestMultiProcessWorkers")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var mu sync.Mutex
-	record := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		// One write per line; O_APPEND keeps lines whole if we are killed.
-		if _, err := fmt.Fprintf(f, format+"\n", args...); err != nil {
-			panic(err)
-		}
-	}
+	ctx, record := childRecorder(t, out)
 	s, err := postgres.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -63,20 +46,10 @@ func TestMultiProcessWorkerChild(t *testing.T) {
 		record("end %d %s %d", job.ID, job.Token, time.Now().UnixNano())
 		return nil, nil
 	}, nil)
-	c, err := readpast.NewClient(s, readpast.Config{
+	runClientUntil(ctx, t, s, readpast.Config{
 		Workers: w, Lease: mpLease, PollInterval: 50 * time.Millisecond,
 		Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: 16, FetchLimit: 8}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.Stop(sctx)
 }
 
 type execution struct {
@@ -122,22 +95,15 @@ func TestMultiProcessWorkers(t *testing.T) {
 	}
 	start := func(i int) child {
 		out := filepath.Join(dir, fmt.Sprintf("proc%d.log", i))
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessWorkerChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envChildURL+"="+url, envChildOut+"="+out)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return child{cmd, out}
+		return child{startChild(t, "TestMultiProcessWorkerChild", envChildURL+"="+url, envChildOut+"="+out), out}
 	}
 	children := []child{start(0), start(1), start(2), start(3)}
 	defer func() {
+		var cmds []*exec.Cmd
 		for _, c := range children {
-			if c.cmd.ProcessState == nil {
-				c.cmd.Process.Kill()
-				c.cmd.Wait()
-			}
+			cmds = append(cmds, c.cmd)
 		}
+		killChildren(cmds)
 	}()
 
 	succeeded := func() int64 {

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,14 +41,7 @@ func TestPauseWorkerChild(t *testing.T) {
 	if spec == "" {
 		t.Skip("runs only as a child of TestPauseAcrossProcesses")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var mu sync.Mutex
+	ctx, record := childRecorder(t, out)
 	s, err := openPauseStore(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -58,29 +49,14 @@ func TestPauseWorkerChild(t *testing.T) {
 	defer s.Close()
 	w := readpast.NewWorkers()
 	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
-		mu.Lock()
-		_, err := fmt.Fprintf(f, "start %d %d %s\n", job.ID, job.StartedAt.UnixNano(), job.Queue)
-		mu.Unlock()
-		if err != nil {
-			panic(err)
-		}
+		record("start %d %d %s", job.ID, job.StartedAt.UnixNano(), job.Queue)
 		time.Sleep(20 * time.Millisecond)
 		return nil, nil
 	}, nil)
-	c, err := readpast.NewClient(s, readpast.Config{
+	runClientUntil(ctx, t, s, readpast.Config{
 		Workers: w, Lease: 2 * time.Second, PollInterval: 50 * time.Millisecond,
 		Queues: map[string]readpast.QueueConfig{"p": {MaxWorkers: 4}, "o": {MaxWorkers: 4}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c.Stop(sctx)
 }
 
 // TestPauseAcrossProcesses pauses a queue that worker processes are
@@ -151,23 +127,10 @@ func runPauseAcrossProcesses(t *testing.T, s readpast.Store, spec string, clock 
 	var outs []string
 	start := func() {
 		out := filepath.Join(dir, fmt.Sprintf("proc%d.log", len(outs)))
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPauseWorkerChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envPauseStore+"="+spec, envPauseOut+"="+out)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children = append(children, cmd)
+		children = append(children, startChild(t, "TestPauseWorkerChild", envPauseStore+"="+spec, envPauseOut+"="+out))
 		outs = append(outs, out)
 	}
-	defer func() {
-		for _, c := range children {
-			if c.ProcessState == nil {
-				c.Process.Kill()
-				c.Wait()
-			}
-		}
-	}()
+	defer func() { killChildren(children) }()
 	for range 3 {
 		start()
 	}

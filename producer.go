@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -33,24 +34,32 @@ func (p *producer) run(ctx context.Context) {
 	// free for a worthwhile claim unless the pool ran dry.
 	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/4)
 	more := true // the last claim may have left jobs behind
-	backoff := time.Duration(0)
+	var backoff claimBackoff
 	for {
 		free := p.cfg.MaxWorkers - p.running
 		if more && free > 0 && (free >= batch || p.running == 0) {
 			n, err := p.claim(ctx, min(free, p.cfg.FetchLimit))
 			switch {
 			case err != nil && ctx.Err() == nil:
-				backoff = min(max(2*backoff, 50*time.Millisecond), 5*time.Second)
-				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", backoff))
+				wait := backoff.next()
+				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", wait))
 				more = false
+				// A wake-up (the store's listener is back, or jobs were
+				// enqueued here) cuts the wait short; so does a finished
+				// handler, whose slot wants filling.
+				timer := time.NewTimer(wait)
 				select {
 				case <-ctx.Done():
-				case <-time.After(backoff):
-					more = true
+				case <-timer.C:
+				case <-p.wake:
+				case <-p.finished:
+					p.running--
 				}
+				timer.Stop()
+				more = true
 				continue
 			case err == nil:
-				backoff = 0
+				backoff.reset()
 				more = n == min(free, p.cfg.FetchLimit)
 			}
 		}
@@ -75,6 +84,27 @@ func (p *producer) run(ctx context.Context) {
 	}
 }
 
+// Claim retries after a failure: the wait doubles from claimBackoffMin up
+// to claimBackoffMax, and each wait is drawn at random from its upper half,
+// so that workers which lost the database together come back spread out,
+// and every one within about claimBackoffMax of its return.
+const (
+	claimBackoffMin = 50 * time.Millisecond
+	claimBackoffMax = 800 * time.Millisecond
+)
+
+// claimBackoff is the state of a producer's claim retries.
+type claimBackoff struct{ cur time.Duration }
+
+// next returns how long to wait before the next attempt.
+func (b *claimBackoff) next() time.Duration {
+	b.cur = min(max(2*b.cur, claimBackoffMin), claimBackoffMax)
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+// reset starts over after a claim that worked.
+func (b *claimBackoff) reset() { b.cur = 0 }
+
 // storeCallTimeout bounds each store call the worker pool makes on its own
 // behalf (claims, outcomes, heartbeats, releases).
 const storeCallTimeout = 10 * time.Second
@@ -90,6 +120,7 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	claimed := time.Now()
 	for _, j := range jobs {
 		p.running++
 		c.jobs.Add(1)
@@ -98,20 +129,32 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 				c.jobs.Done()
 				p.finished <- struct{}{}
 			}()
-			p.execute(j)
+			p.execute(j, claimed)
 		}()
 	}
 	return len(jobs), nil
 }
 
-// execute runs one claimed job and records its outcome.
-func (p *producer) execute(job *Job) {
+// dbNow estimates the database's clock from a job claimed at claimed (on
+// this process's clock): StartedAt is the database's time of the claim,
+// and the time since is measured on the monotonic clock. Retry times are
+// computed on it, so that a worker whose wall clock is off by minutes
+// still retries when the policy says, neither at once nor minutes late.
+func dbNow(job *Job, claimed time.Time) time.Time {
+	if job.StartedAt == nil {
+		return time.Now()
+	}
+	return job.StartedAt.Add(time.Since(claimed))
+}
+
+// execute runs one claimed job, claimed at claimed, and records its outcome.
+func (p *producer) execute(job *Job, claimed time.Time) {
 	c := p.client
 	log := c.log.With(slog.Int64("job_id", job.ID), slog.String("kind", job.Kind), slog.Int("attempt", job.Attempt))
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {
 		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
-		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: time.Now().Add(c.cfg.RetryPolicy(job.Attempt))}, log)
+		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, log)
 		return
 	}
 	ctx, cancel := context.WithCancelCause(p.workCtx)
@@ -177,15 +220,20 @@ func (p *producer) execute(job *Job) {
 		if h.opts.RetryPolicy != nil {
 			policy = h.opts.RetryPolicy
 		}
-		retryAt = time.Now().Add(policy(job.Attempt))
+		retryAt = dbNow(job, claimed).Add(policy(job.Attempt))
 	}
 	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, log)
 }
 
-// writeFailure records a failed attempt, retrying store errors for a
-// while; if it never lands, the lease expires and the job is rescued.
+// writeFailure records a failed attempt, retrying store errors for as
+// long as one lease (the caller keeps the lease alive meanwhile), as the
+// completer does for completions: a failure written during a short outage
+// still counts, and the job is retried by its policy rather than after
+// its lease runs out. Past that, the lease expires and the job is rescued.
 func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 	log.Info("attempt failed", slog.String("error", f.Message))
+	deadline := time.Now().Add(p.client.cfg.Lease)
+	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
 		errs, err := p.client.store.Fail(ctx, []Failure{f})
@@ -196,11 +244,13 @@ func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 			}
 			return
 		}
-		if attempt == 5 {
-			log.Error("record failure; the lease will expire instead", slog.Any("error", err))
+		if time.Now().Add(backoff).After(deadline) {
+			log.Error("record failure; the lease will expire instead", slog.Int("attempts", attempt), slog.Any("error", err))
 			return
 		}
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		log.Warn("record failure", slog.Any("error", err))
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }
 

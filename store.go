@@ -77,6 +77,39 @@ type Store interface {
 	Prune(ctx context.Context, p PruneParams) (int, error)
 	// Close releases what the store opened itself.
 	Close() error
+
+	// PutSchedule creates the schedule p names, or replaces its
+	// definition, and reports whether it created it. A replaced schedule
+	// keeps its next tick when its cron expression and time zone are
+	// unchanged and it stays running; otherwise its next tick is the first
+	// after now. p.Paused nil keeps a stored schedule's state.
+	PutSchedule(ctx context.Context, p ScheduleParams) (*Schedule, bool, error)
+	// GetSchedule returns a schedule, or ErrScheduleNotFound.
+	GetSchedule(ctx context.Context, name string) (*Schedule, error)
+	// ListSchedules returns every schedule by name.
+	ListSchedules(ctx context.Context) ([]*Schedule, error)
+	// DeleteSchedule deletes a schedule and its runs, or returns
+	// ErrScheduleNotFound. Jobs it made stay.
+	DeleteSchedule(ctx context.Context, name string) error
+	// PauseSchedule pauses (no ticks until resumed) or resumes a schedule.
+	// A resumed schedule goes on from its first tick after now: the ticks
+	// of the pause are not caught up.
+	PauseSchedule(ctx context.Context, name string, paused bool) (*Schedule, error)
+	// ScheduleRuns returns up to limit of a schedule's latest runs (the
+	// stores keep ScheduleRunsKept), newest first.
+	ScheduleRuns(ctx context.Context, name string, limit int) ([]ScheduleRun, error)
+	// DueSchedules returns up to limit running schedules whose next tick
+	// is at or before now, earliest first.
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]*Schedule, error)
+	// FireSchedule applies f if the schedule is still at f.Version with
+	// its next tick at f.Expect, in one transaction: it enqueues the
+	// tick's job (when f.Tick is set), records the run and moves the next
+	// tick to f.Next. It reports whether it applied f: false means another
+	// scheduler fired that tick, or the schedule changed, and nothing was
+	// done. The check and the move are one conditional update of the
+	// schedule's row, so each tick makes exactly one job however many
+	// schedulers race for it.
+	FireSchedule(ctx context.Context, f Firing) (fired bool, job *Job, err error)
 }
 
 // Notifier is implemented by stores that can wake claimers when jobs are
@@ -110,6 +143,16 @@ type GroupPruner interface {
 	// have the default limit, and returns how many it deleted. It never
 	// waits on, and never makes wait, a claim or an enqueue.
 	PruneGroups(ctx context.Context, limit int) (int, error)
+}
+
+// Tidier is implemented by stores whose tables need help between the
+// database's own clean-ups (PostgreSQL: every claim and finish leaves a
+// dead row in the live jobs table, and claims walk those that are not yet
+// vacuumed). RunRescuer calls Tidy every TidyEvery rescue intervals.
+type Tidier interface {
+	// Tidy does what is due, returns how many tables it cleaned, and never
+	// makes a claim or a write wait.
+	Tidy(ctx context.Context) (int, error)
 }
 
 // SchemaVersioner is implemented by stores that report their schema

@@ -50,7 +50,31 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	if y := p.RunAt.Year(); y < 1970 || y > 9999 {
 		return p, invalid("run_at", "year must be between 1970 and 9999")
 	}
+	if err := checkUniqueKey(p.UniqueKey); err != nil {
+		return p, err
+	}
+	if p.UniqueFor < 0 || p.UniqueFor > MaxUniqueFor {
+		return p, invalid("unique_for", "must be between 0 and %s", MaxUniqueFor)
+	}
+	if p.UniqueFor > 0 && p.UniqueKey == "" {
+		return p, invalid("unique_for", "needs a unique_key")
+	}
 	return p, nil
+}
+
+// checkUniqueKey accepts an empty key, or 1..MaxUniqueKeyLen bytes of
+// printable characters (spaces included) in valid UTF-8.
+func checkUniqueKey(k string) error {
+	if k == "" {
+		return nil
+	}
+	if len(k) > MaxUniqueKeyLen {
+		return invalid("unique_key", "longer than %d bytes", MaxUniqueKeyLen)
+	}
+	if !utf8.ValidString(k) || strings.IndexFunc(k, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return invalid("unique_key", "must be printable characters in UTF-8")
+	}
+	return nil
 }
 
 // Normalize fills defaults into p and checks every field.

@@ -44,6 +44,11 @@ type EnqueueRequest struct {
 	RunAt       *string         `json:"run_at,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
 	Group       *string         `json:"group,omitempty"`
+	// UniqueKey makes the enqueue idempotent (readpast.EnqueueParams.UniqueKey).
+	UniqueKey *string `json:"unique_key,omitempty"`
+	// UniqueForSeconds keeps the key held this long after the enqueue,
+	// whatever the job's outcome (readpast.EnqueueParams.UniqueFor).
+	UniqueForSeconds *float64 `json:"unique_for_seconds,omitempty"`
 }
 
 // batchRequest is the body of POST /v1/jobs/batch. Its elements are decoded
@@ -319,11 +324,29 @@ func (req EnqueueRequest) toParams(now time.Time, prefix string) (readpast.Enque
 		}
 		p.RunAt = t
 	}
+	if req.UniqueKey != nil {
+		if *req.UniqueKey == "" {
+			return p, fieldError(prefix+"unique_key", "is empty; leave it out for no key")
+		}
+		p.UniqueKey = *req.UniqueKey
+	}
+	if req.UniqueForSeconds != nil {
+		d, ae := parseSeconds(prefix+"unique_for_seconds", req.UniqueForSeconds, 0, time.Second, readpast.MaxUniqueFor)
+		if ae != nil {
+			return p, ae
+		}
+		p.UniqueFor = d
+	}
 	p, err := p.Normalize(now)
 	if err != nil {
 		var fe *readpast.FieldError
 		if errors.As(err, &fe) {
-			return p, fromFieldError(fe, func(f string) string { return prefix + f })
+			return p, fromFieldError(fe, func(f string) string {
+				if f == "unique_for" {
+					f = "unique_for_seconds"
+				}
+				return prefix + f
+			})
 		}
 		return p, fieldError(strings.TrimSuffix(prefix, "."), "%v", err)
 	}

@@ -105,6 +105,8 @@ func (s *server) storeError(err error) *apiError {
 	switch {
 	case errors.As(err, &fe):
 		return fromFieldError(fe, nil)
+	case errors.Is(err, readpast.ErrScheduleNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "schedule not found"}
 	case errors.Is(err, readpast.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "job not found"}
 	case errors.Is(err, readpast.ErrStaleToken):

@@ -20,6 +20,10 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
+	if ae := s.idempotencyKey(r, &p); ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
 	ctx, cancel := writeContext(r)
 	defer cancel()
 	jobs, err := s.store.Enqueue(ctx, []readpast.EnqueueParams{p})
@@ -32,7 +36,46 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.jobsEnqueued(jobs)
-	s.writeJSON(w, r, http.StatusCreated, NewJob(jobs[0]))
+	status := http.StatusCreated
+	if jobs[0].Duplicate {
+		status = http.StatusOK
+	}
+	s.writeJSON(w, r, status, NewJob(jobs[0]))
+}
+
+// IdempotencyKeyPrefix is put before an Idempotency-Key header's value to
+// make the job's unique key, so that the two kinds of keys never meet.
+const IdempotencyKeyPrefix = "idempotency:"
+
+// MaxIdempotencyKeyLen caps an Idempotency-Key header's value.
+const MaxIdempotencyKeyLen = readpast.MaxUniqueKeyLen - len(IdempotencyKeyPrefix)
+
+// idempotencyKey applies the Idempotency-Key header of r, if any, to p:
+// the job's unique key becomes the header's value (prefixed), held for
+// the server's idempotency period whatever the job's outcome, so that a
+// client may send the same request again after losing the answer.
+func (s *server) idempotencyKey(r *http.Request, p *readpast.EnqueueParams) *apiError {
+	vs := r.Header.Values("Idempotency-Key")
+	switch {
+	case len(vs) == 0:
+		return nil
+	case len(vs) > 1:
+		return fieldError("Idempotency-Key", "given more than once")
+	case vs[0] == "":
+		return fieldError("Idempotency-Key", "is empty")
+	case len(vs[0]) > MaxIdempotencyKeyLen:
+		return fieldError("Idempotency-Key", "longer than %d bytes", MaxIdempotencyKeyLen)
+	case p.UniqueKey != "":
+		return fieldError("Idempotency-Key", "the body has a unique_key: give one or the other")
+	}
+	q := *p
+	q.UniqueKey, q.UniqueFor = IdempotencyKeyPrefix+vs[0], s.idemFor
+	q, err := q.Normalize(s.now())
+	if err != nil {
+		return fieldError("Idempotency-Key", "must be printable characters")
+	}
+	*p = q
+	return nil
 }
 
 func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +97,13 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.jobsEnqueued(jobs)
-	s.writeJSON(w, r, http.StatusCreated, JobsResponse{Jobs: NewJobs(jobs)})
+	status := http.StatusOK // every entry a duplicate: nothing created
+	for _, j := range jobs {
+		if !j.Duplicate {
+			status = http.StatusCreated
+		}
+	}
+	s.writeJSON(w, r, status, JobsResponse{Jobs: NewJobs(jobs)})
 }
 
 // list serves GET /v1/jobs within the response budget: it asks the store

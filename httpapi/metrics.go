@@ -134,7 +134,9 @@ func (m *metrics) jobsEnqueued(jobs []*readpast.Job) {
 		return
 	}
 	for _, j := range jobs {
-		m.enqueued.WithLabelValues(m.labels(j)).Inc()
+		if !j.Duplicate {
+			m.enqueued.WithLabelValues(m.labels(j)).Inc()
+		}
 	}
 }
 

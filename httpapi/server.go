@@ -36,6 +36,9 @@ const releaseTimeout = 5 * time.Second
 // writeContext.
 const writeTimeout = 30 * time.Second
 
+// DefaultIdempotencyPeriod is Config.IdempotencyPeriod's default.
+const DefaultIdempotencyPeriod = 24 * time.Hour
+
 // DefaultWriteTimeout is Config.WriteTimeout's default.
 const DefaultWriteTimeout = time.Minute
 
@@ -97,6 +100,9 @@ type Config struct {
 	// of them claims per interval (see the waiters type), and the server
 	// polls at most 16 queue sets per interval.
 	PollInterval time.Duration
+	// IdempotencyPeriod is how long an Idempotency-Key of POST /v1/jobs
+	// holds, whatever the job's outcome; 0 means DefaultIdempotencyPeriod.
+	IdempotencyPeriod time.Duration
 	// Closing, when closed, ends long-polling claims early with no jobs so
 	// that a graceful shutdown need not wait for them. Optional.
 	Closing <-chan struct{}
@@ -121,6 +127,7 @@ type server struct {
 	maxResp  int
 	writeDL  time.Duration
 	waiters  *waiters
+	idemFor  time.Duration
 	closing  <-chan struct{}
 	mux      *http.ServeMux
 	open     map[string]bool
@@ -143,6 +150,7 @@ func newServer(cfg Config) (*server, error) {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 ||
+		cfg.IdempotencyPeriod < 0 ||
 		cfg.MetricsMaxQueues < 0 || cfg.MetricsMaxKinds < 0 {
 		return nil, errors.New("httpapi: Config limits must not be negative")
 	}
@@ -167,6 +175,10 @@ func newServer(cfg Config) (*server, error) {
 	}
 	s.maxResp = int(min(cmp.Or(cfg.MaxResponseBytes, DefaultMaxResponseBytes), 1<<40))
 	s.writeDL = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
+	s.idemFor = cmp.Or(cfg.IdempotencyPeriod, DefaultIdempotencyPeriod)
+	if s.idemFor > readpast.MaxUniqueFor {
+		return nil, fmt.Errorf("httpapi: Config.IdempotencyPeriod is longer than %s", readpast.MaxUniqueFor)
+	}
 	poll := cfg.PollInterval
 	if poll == 0 {
 		poll = DefaultPollInterval
@@ -205,6 +217,12 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "GET /v1/queues", handler: s.queues},
 		{pattern: "POST /v1/queues/{name}/pause", handler: s.pauseQueue},
 		{pattern: "POST /v1/queues/{name}/resume", handler: s.resumeQueue},
+		{pattern: "GET /v1/schedules", handler: s.listSchedules},
+		{pattern: "GET /v1/schedules/{name}", handler: s.getSchedule},
+		{pattern: "PUT /v1/schedules/{name}", handler: s.putSchedule},
+		{pattern: "DELETE /v1/schedules/{name}", handler: s.deleteSchedule},
+		{pattern: "POST /v1/schedules/{name}/pause", handler: s.pauseSchedule},
+		{pattern: "POST /v1/schedules/{name}/resume", handler: s.resumeSchedule},
 	}
 	if cfg.Registry != nil {
 		prom := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{s.log}})

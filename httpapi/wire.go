@@ -7,28 +7,12 @@ import (
 	"github.com/readpast/readpast"
 )
 
-// Job is the wire form of a job, as every endpoint that returns jobs
-// encodes it. Times are RFC 3339 in UTC; optional fields are left out until
-// they are set, except group, which is null for an ungrouped job, and
-// errors, which is always an array.
+// Job is a job as the API sends it: readpast.Job's own JSON form, with
+// times in UTC, a missing payload as {} and an empty group as null, plus
+// the claim token in claim responses. There is one JSON shape of a job;
+// this type only adds the token, which readpast.Job never serializes.
 type Job struct {
-	ID             int64                   `json:"id"`
-	Queue          string                  `json:"queue"`
-	Kind           string                  `json:"kind"`
-	Payload        json.RawMessage         `json:"payload"`
-	Priority       int                     `json:"priority"`
-	State          readpast.JobState       `json:"state"`
-	Attempt        int                     `json:"attempt"`
-	MaxAttempts    int                     `json:"max_attempts"`
-	RunAt          time.Time               `json:"run_at"`
-	Group          *string                 `json:"group"`
-	CreatedAt      time.Time               `json:"created_at"`
-	Errors         []readpast.AttemptError `json:"errors"`
-	Worker         string                  `json:"worker,omitempty"`
-	StartedAt      *time.Time              `json:"started_at,omitempty"`
-	FinishedAt     *time.Time              `json:"finished_at,omitempty"`
-	LeaseExpiresAt *time.Time              `json:"lease_expires_at,omitempty"`
-	Result         json.RawMessage         `json:"result,omitempty"`
+	readpast.Job
 	// Token is set only in claim responses: the claim token the worker
 	// passes back to complete, fail, heartbeat or release the job.
 	Token string `json:"token,omitempty"`
@@ -37,31 +21,20 @@ type Job struct {
 // NewJob converts a stored job to its wire form. The claim token is left
 // out; claim responses set it themselves.
 func NewJob(j *readpast.Job) Job {
-	w := Job{
-		ID:             j.ID,
-		Queue:          j.Queue,
-		Kind:           j.Kind,
-		Payload:        j.Payload,
-		Priority:       j.Priority,
-		State:          j.State,
-		Attempt:        j.Attempt,
-		MaxAttempts:    j.MaxAttempts,
-		RunAt:          j.RunAt.UTC(),
-		Group:          j.Group,
-		CreatedAt:      j.CreatedAt.UTC(),
-		Errors:         make([]readpast.AttemptError, 0, len(j.Errors)),
-		Worker:         j.Worker,
-		StartedAt:      utcPtr(j.StartedAt),
-		FinishedAt:     utcPtr(j.FinishedAt),
-		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
-		Result:         j.Result,
-	}
+	w := Job{Job: *j}
+	w.RunAt = j.RunAt.UTC()
+	w.CreatedAt = j.CreatedAt.UTC()
+	w.StartedAt = utcPtr(j.StartedAt)
+	w.FinishedAt = utcPtr(j.FinishedAt)
+	w.LeaseExpiresAt = utcPtr(j.LeaseExpiresAt)
+	w.UniqueUntil = utcPtr(j.UniqueUntil)
 	if len(w.Payload) == 0 {
 		w.Payload = json.RawMessage("{}")
 	}
 	if w.Group != nil && *w.Group == "" {
 		w.Group = nil
 	}
+	w.Errors = make([]readpast.AttemptError, 0, len(j.Errors))
 	for _, e := range j.Errors {
 		e.At = e.At.UTC()
 		w.Errors = append(w.Errors, e)

@@ -75,3 +75,17 @@ func explainClaim(b *testing.B, s *postgres.Store, limit int) string {
 	}
 	return "\n" + strings.Join(lines, "\n")
 }
+
+// BenchmarkEnqueueUnique: enqueue cost with and without unique keys, one
+// job and batches of 100 (storetest.BenchEnqueueUnique).
+//
+//	go test -run '^$' -bench EnqueueUnique -benchtime 2000x ./postgres/
+func BenchmarkEnqueueUnique(b *testing.B) {
+	for _, size := range []int{1, 100} {
+		b.Run(fmt.Sprint("batch-", size), func(b *testing.B) {
+			s := newStore(b)
+			defer s.Close()
+			storetest.BenchEnqueueUnique(b, s, size)
+		})
+	}
+}

@@ -1,7 +1,30 @@
 package postgres
 
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
 // ClaimTx exposes claimTx to the tests of package postgres_test.
 var ClaimTx = claimTx
 
 // ClaimSQL is the claim statement, for EXPLAIN in benchmarks.
 var ClaimSQL = claimSQL
+
+// TidyWait is how long Tidy waits before it vacuums table again.
+func TidyWait(s *Store, table string) time.Duration {
+	s.tidy.mu.Lock()
+	defer s.tidy.mu.Unlock()
+	return s.tidy.wait[table]
+}
+
+// FoldCountsSQL is the statement that folds count deltas, for tests that
+// hold one open in a transaction.
+var FoldCountsSQL = foldCountsSQL
+
+// HotMode is the exec mode of s's hot-path statements.
+func HotMode(s *Store) pgx.QueryExecMode { return s.hotMode }
+
+// Listens reports whether s holds a LISTEN session for Subscribe.
+func Listens(s *Store) bool { return !s.noListen }

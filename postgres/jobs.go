@@ -28,19 +28,26 @@ type querier interface {
 }
 
 // enqueueArgs validates jobs and lays them out as the parallel arrays of
-// sql/enqueue.sql. A zero RunAt goes as NULL: now on the database's clock.
-func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
+// sql/enqueue.sql, and, with keyed, those of sql/enqueue_unique.sql. A
+// zero RunAt goes as NULL: now on the database's clock. index maps the
+// position of a job to the one errors name (nil: the same).
+func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any, error) {
 	now := time.Now()
 	n := len(jobs)
 	queues, kinds, payloads := make([]string, n), make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int32, n), make([]int32, n)
 	runAt := make([]*time.Time, n)
-	groups := make([]*string, n)
+	groups, keys := make([]*string, n), make([]*string, n)
+	uniqueFor := make([]*int64, n)
 	for i, p := range jobs {
 		runNow := p.RunAt.IsZero()
 		p, err := p.Normalize(now)
 		if err != nil {
-			return nil, fmt.Errorf("job %d: %w", i, err)
+			pos := i
+			if index != nil {
+				pos = index[i]
+			}
+			return nil, fmt.Errorf("job %d: %w", pos, err)
 		}
 		queues[i], kinds[i], payloads[i] = p.Queue, p.Kind, string(p.Payload)
 		prios[i], maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
@@ -50,6 +57,16 @@ func enqueueArgs(jobs []readpast.EnqueueParams) ([]any, error) {
 		if p.Group != "" {
 			groups[i] = &p.Group
 		}
+		if p.UniqueKey != "" {
+			keys[i] = &p.UniqueKey
+		}
+		if p.UniqueFor > 0 {
+			us := p.UniqueFor.Microseconds()
+			uniqueFor[i] = &us
+		}
+	}
+	if keyed {
+		return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, keys, uniqueFor}, nil
 	}
 	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups}, nil
 }
@@ -83,7 +100,10 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs)
+	if anyKey(jobs) {
+		return enqueueKeyedOp(ctx, pgxSource{q}, jobs)
+	}
+	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +118,34 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	return out, nil
 }
 
-// Enqueue inserts jobs in one statement: all or none.
+// Enqueue inserts jobs in one statement: all or none. A batch with unique
+// keys runs in a transaction of its own (see enqueueKeyed).
 func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
-	out, err := enqueue(ctx, s.pool, jobs)
+	var (
+		out []*readpast.Job
+		err error
+	)
+	switch {
+	case oneKeyOnly(jobs):
+		// One key and nothing else: a round that does not settle it
+		// changed nothing, so no transaction is needed around the rounds.
+		out, err = enqueue(ctx, s.pool, jobs)
+	case anyKey(jobs):
+		out, err = retryDeadlock(ctx, func() ([]*readpast.Job, error) {
+			var out []*readpast.Job
+			err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				var err error
+				out, err = enqueueKeyed(ctx, pgxSource{tx}, jobs)
+				return err
+			})
+			return out, err
+		})
+		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
+			err = opErr("enqueue", err)
+		}
+	default:
+		out, err = enqueue(ctx, s.pool, jobs)
+	}
 	if err == nil && len(out) > 0 {
 		s.hub.Broadcast()
 	}
@@ -136,8 +181,9 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, conn, p, token)
+	jobs, err := claim(ctx, conn, s.hotMode, p, token)
 	conn.Release()
+	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
 			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
@@ -146,13 +192,13 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, err
 }
 
-// claim runs sql/claim.sql on q. QueryExecModeDescribeExec uses the
-// unnamed statement, which PostgreSQL plans with the actual parameters
-// every time, and binary results. A cached generic plan knows neither the
-// LIMIT nor the array sizes and can scan the whole table; the hot-path
-// statements (claim, complete, fail, rescue) all run this way.
-func claim(ctx context.Context, q querier, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
-	rows, err := q.Query(ctx, claimSQL, pgx.QueryExecModeDescribeExec,
+// claim runs sql/claim.sql on q in mode (Store.hotMode): the unnamed
+// statement, which PostgreSQL plans with the actual parameters every time.
+// A cached generic plan knows neither the LIMIT nor the array sizes and
+// can scan the whole table; the hot-path statements (claim, complete,
+// fail, rescue, release) all run this way.
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+	rows, err := q.Query(ctx, claimSQL, mode,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
 	if err != nil {
 		return nil, opErr("claim", err)
@@ -196,7 +242,7 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 		}
 	}
 	_, err = retryDeadlock(ctx, func() (n int, err error) {
-		err = conn.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, nil, token, lease.Microseconds()).Scan(&n)
+		err = conn.QueryRow(ctx, releaseSQL, s.hotMode, nil, token, lease.Microseconds()).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -204,6 +250,19 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	}
 	s.hub.Broadcast()
 	return nil
+}
+
+// dropIdleAfter closes every connection of the pool (in-use ones as they
+// are released) when err says one failed in the middle of a call: a
+// timeout waiting for the server, a connection lost. The others are
+// likely in the same state (a server restarted, a network that cut or
+// half-opened them), and each would cost its next caller a timeout of its
+// own to find out: three half-open connections held a worker back 30 s in
+// the fault suite's TestNetworkFaults.
+func (s *Store) dropIdleAfter(err error) {
+	if err != nil && outcomeUnknown(err) {
+		s.pool.Reset()
+	}
 }
 
 // outcomeUnknown reports whether a statement that failed with err may
@@ -328,7 +387,7 @@ func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs [
 	return nil
 }
 
-func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error, error) {
+func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, cs []readpast.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
@@ -344,7 +403,7 @@ func complete(ctx context.Context, q querier, cs []readpast.Completion) ([]error
 				results[k] = &str
 			}
 		}
-		done, err := pairSet(q.Query(ctx, completeSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, results))
+		done, err := pairSet(q.Query(ctx, completeSQL, mode, b.ids, b.tokens, results))
 		if err != nil {
 			return nil, opErr("complete", err)
 		}
@@ -367,7 +426,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	return retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, cs) })
+	errs, err := retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, cs) })
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // CompleteTx completes one job inside the caller's transaction, so the
@@ -376,7 +437,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // ends it holds the job's row and, for a grouped job, its group's row:
 // claims pass that group over meanwhile, and SetGroupLimit on it waits.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
-	errs, err := complete(ctx, tx, []readpast.Completion{c})
+	errs, err := complete(ctx, tx, s.hotMode, []readpast.Completion{c})
 	if err != nil {
 		return err
 	}
@@ -401,10 +462,10 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 			retryAt[k] = &f.RetryAt
 		}
 	}
-	return retryDeadlock(ctx, func() ([]error, error) {
+	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := pairSet(s.pool.Query(ctx, failSQL, pgx.QueryExecModeDescribeExec, b.ids, b.tokens, msgs, stacks, retryAt, discard))
+			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.tokens, msgs, stacks, retryAt, discard))
 			if err != nil {
 				return nil, opErr("fail", err)
 			}
@@ -419,6 +480,8 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
+	s.dropIdleAfter(err)
+	return errs, err
 }
 
 // Extend renews a running job's lease.
@@ -432,6 +495,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	}
 	var exp time.Time
 	err := s.pool.QueryRow(ctx, extendSQL, id, tok, lease.Microseconds()).Scan(&exp)
+	s.dropIdleAfter(err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
@@ -449,7 +513,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		return s.staleOrMissing(ctx, id)
 	}
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, releaseSQL, pgx.QueryExecModeDescribeExec, id, tok, int64(0)).Scan(&n)
+		err = s.pool.QueryRow(ctx, releaseSQL, s.hotMode, id, tok, int64(0)).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -482,11 +546,24 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 	return j, nil
 }
 
-// Retry makes a failed, cancelled or pending job pending now.
+// Retry makes a failed, cancelled or pending job pending now. A job that
+// comes back from history takes its unique key again; when another job
+// holds it, Retry changes nothing and returns readpast.ErrInvalidState
+// naming the holder.
 func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, retrySQL, id)) })
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.notLive(ctx, id)
+		old, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if (old.State == readpast.StateFailed || old.State == readpast.StateCancelled) && old.UniqueKey != "" {
+			var holder int64
+			if err := s.pool.QueryRow(ctx, uniqueHolderSQL, old.UniqueKey).Scan(&holder); err == nil && holder != id {
+				return nil, fmt.Errorf("job %d: its unique key %q is held by job %d: %w", id, old.UniqueKey, holder, readpast.ErrInvalidState)
+			}
+		}
+		return nil, fmt.Errorf("job %d is %s: %w", id, old.State, readpast.ErrInvalidState)
 	}
 	if err != nil {
 		return nil, opErr("retry", err)
@@ -572,7 +649,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, rescueSQL, pgx.QueryExecModeDescribeExec, limit).Scan(&n)
+		err = s.pool.QueryRow(ctx, rescueSQL, s.hotMode, limit).Scan(&n)
 		return n, err
 	})
 	if err != nil {
@@ -620,11 +697,11 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, pruneSQL, string(p.State), p.Before, p.Limit)
-	if err != nil {
+	var n int
+	if err := s.pool.QueryRow(ctx, pruneSQL, string(p.State), p.Before, p.Limit).Scan(&n); err != nil {
 		return 0, opErr("prune", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // pairSet collects the (id, token) rows a Complete or Fail statement
@@ -671,7 +748,7 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
-	return claim(ctx, tx, p, uuid.NewString())
+	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, p, uuid.NewString())
 }
 
 // PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql).

@@ -11,8 +11,12 @@ import (
 // for changes made through this Store, and through LISTEN/NOTIFY for
 // changes made by other processes. Where LISTEN is unavailable (behind a
 // transaction-mode pooler) only local wake-ups arrive; callers poll too.
+//
+// With readpast_listen=off in the URL (Open) there is no LISTEN session.
 func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
-	s.listenOnce.Do(func() { go s.listen() })
+	if !s.noListen {
+		s.listenOnce.Do(func() { go s.listen() })
+	}
 	return s.hub.Subscribe(ctx)
 }
 

@@ -39,7 +39,34 @@ var (
 	pauseQueueSQL      = mustStatement("pause_queue")
 	resumeQueueSQL     = mustStatement("resume_queue")
 	pausedQueuesSQL    = mustStatement("paused_queues")
+	deadRowsSQL        = mustStatement("dead_rows")
+	foldCountsSQL      = mustStatement("fold_counts")
+
+	enqueueUniqueSQL = mustStatement("enqueue_unique")
+	uniqueStaleSQL   = mustStatement("unique_stale")
+	uniqueHolderSQL  = mustStatement("unique_holder")
+
+	schedulePutSQL    = mustStatement("schedule_put")
+	scheduleGetSQL    = mustStatement("schedule_get")
+	scheduleListSQL   = mustStatement("schedule_list")
+	scheduleDueSQL    = mustStatement("schedule_due")
+	schedulePauseSQL  = mustStatement("schedule_pause")
+	scheduleResumeSQL = mustStatement("schedule_resume")
+	scheduleDeleteSQL = mustStatement("schedule_delete")
+	scheduleRunsSQL   = mustStatement("schedule_runs")
+	scheduleFireSQL   = mustStatement("schedule_fire")
 )
+
+// vacuumSQL is the VACUUM of each table Store.Tidy may vacuum, by name:
+// the statement is picked from this table, never assembled. SKIP_LOCKED:
+// when another VACUUM holds the table, skip it instead of waiting.
+var vacuumSQL = map[string]string{
+	"readpast_jobs":         "VACUUM (SKIP_LOCKED) readpast_jobs",
+	"readpast_group_ready":  "VACUUM (SKIP_LOCKED) readpast_group_ready",
+	"readpast_groups":       "VACUUM (SKIP_LOCKED) readpast_groups",
+	"readpast_count_deltas": "VACUUM (SKIP_LOCKED) readpast_count_deltas",
+	"readpast_unique_keys":  "VACUUM (SKIP_LOCKED) readpast_unique_keys",
+}
 
 // fragments are parsed once and cloned for every statement.
 var fragments = template.Must(template.New("fragments").ParseFS(sqlFiles, "sql/fragments/*.sql"))

@@ -13,20 +13,30 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 18 job columns every job-returning statement selects,
+// scanJob reads the 20 job columns every job-returning statement selects,
 // in the order of sql/get.sql.
 func scanJob(r scanner) (*readpast.Job, error) {
+	return scanJobAfter(r)
+}
+
+// scanJobAfter reads the job columns after the columns of dest, which
+// come first in the row.
+func scanJobAfter(r scanner, dest ...any) (*readpast.Job, error) {
 	var (
 		j                     readpast.Job
 		payload, errs, result []byte
 		state                 string
 		group, token, worker  *string
+		uniqueKey             *string
 	)
-	err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
+	err := r.Scan(append(dest, &j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &group, &token, &j.LeaseExpiresAt, &worker, &j.CreatedAt, &j.StartedAt,
-		&j.FinishedAt, &errs, &result)
+		&j.FinishedAt, &errs, &result, &uniqueKey, &j.UniqueUntil)...)
 	if err != nil {
 		return nil, err
+	}
+	if uniqueKey != nil {
+		j.UniqueKey = *uniqueKey
 	}
 	j.State = readpast.JobState(state)
 	j.Payload = json.RawMessage(payload)
@@ -48,7 +58,7 @@ func scanJob(r scanner) (*readpast.Job, error) {
 	}
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	for _, t := range []**time.Time{&j.LeaseExpiresAt, &j.StartedAt, &j.FinishedAt} {
+	for _, t := range []**time.Time{&j.LeaseExpiresAt, &j.StartedAt, &j.FinishedAt, &j.UniqueUntil} {
 		if *t != nil {
 			u := (*t).UTC()
 			*t = &u

@@ -15,7 +15,10 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if len(jobs) == 0 {
 		return nil, nil
 	}
-	args, err := enqueueArgs(jobs)
+	if anyKey(jobs) {
+		return enqueueKeyedOp(ctx, sqlSource{tx}, jobs)
+	}
+	args, err := enqueueArgs(jobs, false, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,12 +38,20 @@ type Store struct {
 
 	listenOnce sync.Once
 	hub        *wake.Hub // local subscribers, woken by this store and by NOTIFY
+	noListen   bool      // readpast_listen=off: local wake-ups only
+
+	// hotMode runs the hot-path statements (claim, complete, fail,
+	// release, rescue): see hotExecMode.
+	hotMode pgx.QueryExecMode
+
+	tidy tidier // when Tidy may vacuum each table next
 }
 
 var (
 	_ readpast.Store           = (*Store)(nil)
 	_ readpast.Notifier        = (*Store)(nil)
 	_ readpast.SchemaVersioner = (*Store)(nil)
+	_ readpast.Tidier          = (*Store)(nil)
 )
 
 // DefaultConnectTimeout bounds each connection attempt (dial, TLS and
@@ -55,10 +64,28 @@ const DefaultConnectTimeout = 10 * time.Second
 // the URL, each connection attempt is bounded by DefaultConnectTimeout. A
 // database that cannot be reached is an error wrapping
 // readpast.ErrUnavailable.
+//
+// Behind a pooler in transaction mode (PgBouncer), where consecutive
+// round trips of one connection may reach different server sessions, add
+// default_query_exec_mode=exec (pgx's own parameter: no prepared
+// statement of any kind, which the hot paths then follow too, see New)
+// and readpast_listen=off (readpast's, removed before connecting: no
+// LISTEN session, so workers poll). See docs/faults.md.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	listen := true
+	if v, ok := cfg.ConnConfig.RuntimeParams[ListenParam]; ok {
+		delete(cfg.ConnConfig.RuntimeParams, ListenParam)
+		switch strings.ToLower(v) {
+		case "on", "true", "1":
+		case "off", "false", "0":
+			listen = false
+		default:
+			return nil, fmt.Errorf("parse database url: %s=%q: want on or off", ListenParam, v)
+		}
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
@@ -73,15 +100,40 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	s := New(pool)
 	s.ownPool = true
+	s.noListen = !listen
 	return s, nil
 }
+
+// ListenParam is the URL parameter that turns LISTEN off
+// (readpast_listen=off), for databases behind a transaction-mode pooler.
+// Open removes it before connecting.
+const ListenParam = "readpast_listen"
 
 // New makes a store on the caller's pool, which Close leaves open. Jobs
 // enqueued with EnqueueTx must use a transaction of a connection to the
 // same database.
+//
+// The hot-path statements run in the pool's default_query_exec_mode when
+// that is exec, simple_protocol or cache_describe (modes whose every
+// statement is one round trip on the unnamed statement, which a pooler in
+// transaction mode passes through), and in describe_exec otherwise (two
+// round trips, exact types, safe under concurrent schema changes, but the
+// second round trip may reach another server session behind a pooler).
+// Either way PostgreSQL plans them with their actual parameters.
 func New(pool *pgxpool.Pool) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New()}
+	return &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
+		hotMode: hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
+}
+
+// hotExecMode is the mode of the hot-path statements given the pool's
+// default mode (see New).
+func hotExecMode(def pgx.QueryExecMode) pgx.QueryExecMode {
+	switch def {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe:
+		return def
+	}
+	return pgx.QueryExecModeDescribeExec
 }
 
 // Pool returns the store's connection pool.

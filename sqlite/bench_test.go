@@ -114,3 +114,15 @@ func BenchmarkClaimGroupsAtScale(b *testing.B) {
 		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit,
 	})
 }
+
+// BenchmarkEnqueueUnique: enqueue cost with and without unique keys, one
+// job and batches of 100 (storetest.BenchEnqueueUnique).
+//
+//	go test -run '^$' -bench EnqueueUnique -benchtime 2000x ./sqlite/
+func BenchmarkEnqueueUnique(b *testing.B) {
+	for _, size := range []int{1, 100} {
+		b.Run(fmt.Sprint("batch-", size), func(b *testing.B) {
+			storetest.BenchEnqueueUnique(b, openTemp(b), size)
+		})
+	}
+}

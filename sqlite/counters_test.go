@@ -406,10 +406,24 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`DROP TABLE readpast_unique_keys`,
+		`DROP TABLE readpast_schedules`,
+		`DROP TABLE readpast_schedule_runs`,
+		`ALTER TABLE readpast_jobs DROP COLUMN unique_key`,
+		`ALTER TABLE readpast_jobs DROP COLUMN unique_until`,
+		`ALTER TABLE readpast_history DROP COLUMN unique_key`,
+		`ALTER TABLE readpast_history DROP COLUMN unique_until`,
 		`DROP TRIGGER readpast_jobs_attempt_insert`,
 		`DROP TRIGGER readpast_jobs_attempt_update`,
 		`DROP TABLE readpast_group_ready`,
 		`DROP TABLE readpast_queues`,
+		`DROP TABLE readpast_counts`,
+		`DROP TRIGGER readpast_jobs_count_insert`,
+		`DROP TRIGGER readpast_jobs_count_delete`,
+		`DROP TRIGGER readpast_jobs_count_update`,
+		`DROP TRIGGER readpast_history_count_insert`,
+		`DROP TRIGGER readpast_history_count_delete`,
+		`DROP TRIGGER readpast_history_count_update`,
 		`DROP INDEX readpast_jobs_ungrouped`,
 		`CREATE INDEX readpast_jobs_claim ON readpast_jobs (queue, priority, run_at, id, group_key) WHERE state = 'pending'`,
 		`DELETE FROM readpast_schema_migrations WHERE version > 1`,
@@ -430,6 +444,12 @@ func TestMigrateFromVersion1(t *testing.T) {
 	defer s2.Close()
 	if cur, latest := schemaVersionOf(t, s2); cur != latest || latest < 2 {
 		t.Fatalf("after Open: version %d of %d", cur, latest)
+	}
+	var wrong int
+	if err := s2.DB().QueryRow(`SELECT count(*) FROM (
+		SELECT queue, state, count(*) AS n FROM readpast_jobs GROUP BY 1, 2
+		EXCEPT SELECT queue, state, n FROM readpast_counts)`).Scan(&wrong); err != nil || wrong != 0 {
+		t.Fatalf("counts after migration 5: %d wrong, %v", wrong, err)
 	}
 	var running int
 	if err := s2.DB().QueryRow(`SELECT running FROM readpast_groups WHERE group_key = 'G'`).Scan(&running); err != nil || running != 1 {

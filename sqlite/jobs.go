@@ -26,7 +26,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 	var out []*readpast.Job
 	err = s.writeTx(ctx, "enqueue", func(tx *sql.Tx) error {
 		var err error
-		out, err = insertJobs(ctx, tx, norm, s.now())
+		out, err = enqueueIn(ctx, tx, norm, s.now())
 		return err
 	})
 	if err != nil {
@@ -61,7 +61,7 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 		args := make([]any, 0, len(part)*enqueueRowParams)
 		for _, p := range part {
 			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
-				p.MaxAttempts, nullString(p.Group), nowUS)
+				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS))
 		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
@@ -101,6 +101,10 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 			if p.Group != "" {
 				g := p.Group
 				j.Group = &g
+			}
+			j.UniqueKey = p.UniqueKey
+			if u, ok := uniqueUntil(p, nowUS).(int64); ok {
+				j.UniqueUntil = optTime(sql.NullInt64{Int64: u, Valid: true})
 			}
 			out = append(out, j)
 		}
@@ -202,7 +206,7 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		token string
 	}
 	moved := make(map[pair]bool, len(batch))
-	var movedIDs []int64
+	var movedIDs, keyedIDs []int64
 	groups := map[string]int{}
 	if len(batch) > 0 {
 		js, err := json.Marshal(batch)
@@ -217,13 +221,17 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			var (
 				p     pair
 				group sql.NullString
+				keyed bool
 			)
-			if err := rows.Scan(&p.id, &p.token, &group); err != nil {
+			if err := rows.Scan(&p.id, &p.token, &group, &keyed); err != nil {
 				rows.Close()
 				return nil, false, err
 			}
 			moved[p] = true
 			movedIDs = append(movedIDs, p.id)
+			if keyed {
+				keyedIDs = append(keyedIDs, p.id)
+			}
 			if group.Valid {
 				groups[group.String]++
 			}
@@ -235,6 +243,11 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 	if len(movedIDs) > 0 {
 		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
 			return nil, false, err
+		}
+		if len(keyedIDs) > 0 {
+			if err := releaseKeys(ctx, tx, keyedIDs, micros(now)); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	for i, c := range cs {
@@ -360,11 +373,17 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 // moveToHistory moves live job id to history in state, with errs (nil
 // keeps its errors).
 func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) error {
-	if _, err := tx.ExecContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS); err != nil {
+	var keyed bool
+	if err := tx.QueryRowContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS).Scan(&keyed); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, deleteLiveSQL, id)
-	return err
+	if _, err := tx.ExecContext(ctx, deleteLiveSQL, id); err != nil {
+		return err
+	}
+	if !keyed {
+		return nil
+	}
+	return releaseKeys(ctx, tx, []int64{id}, nowUS)
 }
 
 // Extend renews a running job's lease to now+lease and returns the new
@@ -503,6 +522,9 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 			}
 			if s := readpast.JobState(state); s != readpast.StateFailed && s != readpast.StateCancelled {
 				return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+			}
+			if err := retakeKey(ctx, tx, id, nowUS); err != nil {
+				return err
 			}
 			if _, err := tx.ExecContext(ctx, restoreSQL, id, nowUS); err != nil {
 				return err

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -130,16 +131,44 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	var n int64
+	var n int
 	err = s.writeTx(ctx, "prune", func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, pruneSQL, string(p.State), micros(p.Before), p.Limit)
+		n = 0
+		rows, err := tx.QueryContext(ctx, pruneSQL, string(p.State), micros(p.Before), p.Limit)
 		if err != nil {
 			return err
 		}
-		n, err = r.RowsAffected()
-		return err
+		var keys [][2]any
+		for rows.Next() {
+			var (
+				id  int64
+				key sql.NullString
+			)
+			if err := rows.Scan(&id, &key); err != nil {
+				rows.Close()
+				return err
+			}
+			n++
+			if key.Valid {
+				keys = append(keys, [2]any{key.String, id})
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		// A key whose holder retention deleted holds nothing.
+		if len(keys) > 0 {
+			js, err := json.Marshal(keys)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, dropKeysSQL, string(js)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return int(n), err
+	return n, err
 }
 
 // PauseQueue stops claims from taking queue's jobs.

@@ -12,20 +12,20 @@ const jobColumns = `id, queue, kind, payload, priority, run_at, state, attempt, 
     lease_expires_at, worker, group_key, created_at, started_at, errors`
 
 // liveSelect and historySelect read one job from either table with the
-// same 18 columns.
+// same 20 columns.
 const (
-	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result`
-	historySelect = jobColumns + `, finished_at, result`
+	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result, unique_key, unique_until`
+	historySelect = jobColumns + `, finished_at, result, unique_key, unique_until`
 )
 
 // Enqueue.
 const (
 	enqueueInsertSQL = `INSERT INTO readpast_jobs
-    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at)
+    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until)
 VALUES `
 	// enqueueRowSQL is one row of enqueueInsertSQL; enqueueRowParams counts its ?s.
-	enqueueRowSQL       = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?)`
-	enqueueRowParams    = 8
+	enqueueRowSQL       = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`
+	enqueueRowParams    = 10
 	enqueueReturningSQL = ` RETURNING id`
 	// enqueueChunk rows per INSERT keeps each statement far below SQLite's
 	// limit of 32766 bound parameters.
@@ -124,21 +124,22 @@ const (
 	// history as succeeded at ?2; deleteLiveManySQL then removes them from
 	// the live table. The result travels as a JSON string, so its text is
 	// kept byte for byte.
-	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result)
+	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until)
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.attempt, j.max_attempts, j.token,
-    NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2
+    NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2, j.unique_key, j.unique_until
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
-RETURNING id, token, group_key`
+RETURNING id, token, group_key, unique_key IS NOT NULL`
 	deleteLiveManySQL = `DELETE FROM readpast_jobs WHERE id IN (SELECT value FROM json_each(?1))`
 	deleteLiveSQL     = `DELETE FROM readpast_jobs WHERE id = ?1`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the
 	// same transaction) to history in state ?2 with errors ?3 (NULL keeps
 	// them) at ?4.
-	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result)
+	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until)
 SELECT id, queue, kind, payload, priority, run_at, ?2, attempt, max_attempts, token,
-    NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL
-FROM readpast_jobs WHERE id = ?1`
+    NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL, unique_key, unique_until
+FROM readpast_jobs WHERE id = ?1
+RETURNING unique_key IS NOT NULL`
 	// runningJobSQL reads what Fail and RescueExpired need of a held job.
 	runningJobSQL = `SELECT attempt, max_attempts, errors, coalesce(worker, ''), group_key
 FROM readpast_jobs WHERE id = ?1 AND token = ?2 AND state = 'running'`
@@ -169,9 +170,9 @@ const (
 	liveStateSQL    = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
 	historyStateSQL = `SELECT state FROM readpast_history WHERE id = ?1`
 	runNowSQL       = `UPDATE readpast_jobs SET run_at = ?2 WHERE id = ?1`
-	restoreSQL      = `INSERT INTO readpast_jobs (` + jobColumns + `)
+	restoreSQL      = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until)
 SELECT id, queue, kind, payload, priority, ?2, 'pending', 0, max_attempts, NULL,
-    NULL, worker, group_key, created_at, started_at, errors
+    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until
 FROM readpast_history WHERE id = ?1`
 	deleteHistorySQL = `DELETE FROM readpast_history WHERE id = ?1`
 	getLiveSQL       = `SELECT ` + liveSelect + ` FROM readpast_jobs WHERE id = ?1`
@@ -195,9 +196,8 @@ WHERE id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4) AND (?5 = '
   AND (?3 = '' OR (?3 IN ('succeeded', 'failed', 'cancelled') AND state = ?3))
 ORDER BY id DESC
 LIMIT ?6`
-	statsSQL = `SELECT queue, state, count(*) FROM readpast_jobs GROUP BY queue, state
-UNION ALL
-SELECT queue, state, count(*) FROM readpast_history GROUP BY queue, state`
+	// statsSQL reads the counts the triggers of migration 5 keep.
+	statsSQL = `SELECT queue, state, n FROM readpast_counts WHERE n <> 0`
 )
 
 // Maintenance.
@@ -210,5 +210,99 @@ WHERE state = 'running' AND lease_expires_at <= ?1
 ORDER BY lease_expires_at, id
 LIMIT ?2`
 	pruneSQL = `DELETE FROM readpast_history WHERE id IN (
-    SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)`
+    SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)
+RETURNING id, unique_key`
+)
+
+// Unique keys (migrations/0005_unique_and_schedules.sql). A key is held
+// while its row is live or its keep_until has not passed.
+const (
+	// takeKeySQL inserts key ?1 for job ?2 with period end ?3 (NULL for
+	// none); it changes nothing when the key has a row (the primary key
+	// decides).
+	takeKeySQL = `INSERT INTO readpast_unique_keys (unique_key, job_id, live, keep_until) VALUES (?1, ?2, 1, ?3)
+ON CONFLICT (unique_key) DO NOTHING`
+	// retakeKeySQL is takeKeySQL for a retried job ?2: it also takes over
+	// the key's row when that is the job's own, or no longer holds the key
+	// at ?4.
+	retakeKeySQL = `INSERT INTO readpast_unique_keys (unique_key, job_id, live, keep_until) VALUES (?1, ?2, 1, ?3)
+ON CONFLICT (unique_key) DO UPDATE SET job_id = excluded.job_id, live = 1, keep_until = excluded.keep_until
+WHERE readpast_unique_keys.job_id = excluded.job_id
+   OR (NOT readpast_unique_keys.live AND readpast_unique_keys.keep_until <= ?4)`
+	// historyKeySQL reads the unique key of finished job ?1.
+	historyKeySQL = `SELECT unique_key, unique_until FROM readpast_history WHERE id = ?1`
+	// keyHolderSQL reads the row of key ?1.
+	keyHolderSQL = `SELECT job_id, live, coalesce(keep_until, 0) FROM readpast_unique_keys WHERE unique_key = ?1`
+	// replaceKeySQL gives key ?1, whose row no longer holds it, to job ?2.
+	replaceKeySQL = `UPDATE readpast_unique_keys SET job_id = ?2, live = 1, keep_until = ?3 WHERE unique_key = ?1`
+	// setKeyJobSQL points key ?1 at its new job ?2.
+	setKeyJobSQL = `UPDATE readpast_unique_keys SET job_id = ?2 WHERE unique_key = ?1`
+	// releaseKeysSQL and keepKeysSQL free the keys held by the finished
+	// jobs of ?1 (a JSON array of ids, already in history): a key without
+	// a period, or whose period ended by ?2, is deleted; one in its period
+	// stays held, no longer live, until keep_until.
+	releaseKeysSQL = `DELETE FROM readpast_unique_keys
+WHERE (unique_key, job_id) IN (
+    SELECT unique_key, id FROM readpast_history
+    WHERE id IN (SELECT value FROM json_each(?1)) AND unique_key IS NOT NULL)
+  AND (keep_until IS NULL OR keep_until <= ?2)`
+	keepKeysSQL = `UPDATE readpast_unique_keys SET live = 0
+WHERE (unique_key, job_id) IN (
+    SELECT unique_key, id FROM readpast_history
+    WHERE id IN (SELECT value FROM json_each(?1)) AND unique_key IS NOT NULL)`
+	// dropKeysSQL deletes the rows of ?1, a JSON array of [key, job id]
+	// of jobs retention deleted.
+	dropKeysSQL = `DELETE FROM readpast_unique_keys
+WHERE (unique_key, job_id) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))`
+)
+
+// Schedules.
+const (
+	scheduleColumns = `name, cron, time_zone, catch_up, paused, queue, kind, payload, priority, max_attempts,
+    group_key, next_run_at, last_run_at, last_job_id, version, created_at, updated_at`
+	scheduleExistsSQL = `SELECT count(*) FROM readpast_schedules WHERE name = ?1`
+	scheduleGetSQL    = `SELECT ` + scheduleColumns + ` FROM readpast_schedules WHERE name = ?1`
+	scheduleListSQL   = `SELECT ` + scheduleColumns + ` FROM readpast_schedules ORDER BY name`
+	scheduleDueSQL    = `SELECT ` + scheduleColumns + ` FROM readpast_schedules
+WHERE NOT paused AND next_run_at <= ?1 ORDER BY next_run_at LIMIT ?2`
+	// schedulePutSQL: see postgres/sql/schedule_put.sql. ?5 paused: NULL
+	// keeps; ?12 the first tick after now; ?13 now.
+	schedulePutSQL = `INSERT INTO readpast_schedules AS s
+    (name, cron, time_zone, catch_up, paused, queue, kind, payload, priority, max_attempts,
+     group_key, next_run_at, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, coalesce(?5, 0), ?6, ?7, ?8, ?9, ?10, ?11,
+        CASE WHEN coalesce(?5, 0) THEN NULL ELSE ?12 END, ?13, ?13)
+ON CONFLICT (name) DO UPDATE SET
+    cron = excluded.cron, time_zone = excluded.time_zone, catch_up = excluded.catch_up,
+    paused = coalesce(?5, s.paused),
+    queue = excluded.queue, kind = excluded.kind, payload = excluded.payload,
+    priority = excluded.priority, max_attempts = excluded.max_attempts, group_key = excluded.group_key,
+    next_run_at = CASE
+        WHEN coalesce(?5, s.paused) THEN NULL
+        WHEN NOT s.paused AND s.cron = excluded.cron AND s.time_zone = excluded.time_zone THEN s.next_run_at
+        ELSE ?12
+    END,
+    version = s.version + 1, updated_at = ?13`
+	schedulePauseSQL = `UPDATE readpast_schedules
+SET paused = 1, next_run_at = NULL, version = version + 1, updated_at = ?2 WHERE name = ?1`
+	scheduleResumeSQL = `UPDATE readpast_schedules
+SET paused = 0, next_run_at = ?3, version = version + 1, updated_at = ?4 WHERE name = ?1 AND version = ?2`
+	scheduleDeleteSQL     = `DELETE FROM readpast_schedules WHERE name = ?1`
+	scheduleDeleteRunsSQL = `DELETE FROM readpast_schedule_runs WHERE schedule = ?1`
+	scheduleRunsSQL       = `SELECT tick, job_id, catch_up, created_at FROM readpast_schedule_runs
+WHERE schedule = ?1 ORDER BY tick DESC LIMIT ?2`
+	// scheduleFireSQL is the conditional update that fires a tick: it
+	// matches only if schedule ?1 is still at version ?2, running, with its
+	// next tick at ?3. It moves the next tick to ?5 and records tick ?4
+	// (NULL: skipped) and job ?6.
+	scheduleFireSQL = `UPDATE readpast_schedules
+SET next_run_at = ?5, last_run_at = coalesce(?4, last_run_at), last_job_id = coalesce(?6, last_job_id)
+WHERE name = ?1 AND version = ?2 AND NOT paused AND next_run_at = ?3
+RETURNING queue, kind, payload, priority, max_attempts, group_key`
+	setLastJobSQL  = `UPDATE readpast_schedules SET last_job_id = ?2 WHERE name = ?1`
+	scheduleRunSQL = `INSERT INTO readpast_schedule_runs (schedule, tick, job_id, catch_up, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5)`
+	// scheduleTrimRunsSQL keeps the latest 100 runs of schedule ?1.
+	scheduleTrimRunsSQL = `DELETE FROM readpast_schedule_runs WHERE schedule = ?1 AND tick < (
+    SELECT tick FROM readpast_schedule_runs WHERE schedule = ?1 ORDER BY tick DESC LIMIT 1 OFFSET 99)`
 )

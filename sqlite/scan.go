@@ -20,20 +20,24 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 18 columns of liveSelect or historySelect.
+// scanJob reads the 20 columns of liveSelect or historySelect.
 func scanJob(r rowScanner) (*readpast.Job, error) {
 	var (
 		j                        readpast.Job
 		payload, state, errs     string
 		token, worker, group     sql.NullString
-		result                   sql.NullString
+		result, uniqueKey        sql.NullString
 		runAt, createdAt         int64
 		lease, started, finished sql.NullInt64
+		uniqueUntil              sql.NullInt64
 	)
 	if err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
-		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result); err != nil {
+		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result,
+		&uniqueKey, &uniqueUntil); err != nil {
 		return nil, err
 	}
+	j.UniqueKey = uniqueKey.String
+	j.UniqueUntil = optTime(uniqueUntil)
 	j.Payload = json.RawMessage(payload)
 	j.State = readpast.JobState(state)
 	j.RunAt = fromMicros(runAt)

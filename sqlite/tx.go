@@ -29,7 +29,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, err
 	}
-	out, err := insertJobs(ctx, tx, norm, s.now())
+	out, err := enqueueIn(ctx, tx, norm, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
 	}

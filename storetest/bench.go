@@ -84,3 +84,45 @@ func BenchClaimGroupsAtScale(b *testing.B, s readpast.Store, c GroupsAtScale) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/claim")
 }
+
+// BenchEnqueueUnique measures enqueueing batches of size jobs: without
+// keys, with a fresh key each, and with keys that are all held
+// (duplicates). Each b.N is one batch.
+func BenchEnqueueUnique(b *testing.B, s readpast.Store, size int) {
+	ctx := context.Background()
+	batch := func(prefix string, n int) []readpast.EnqueueParams {
+		ps := make([]readpast.EnqueueParams, size)
+		for i := range ps {
+			ps[i] = readpast.EnqueueParams{Kind: "bench"}
+			if prefix != "" {
+				ps[i].UniqueKey = fmt.Sprintf("%s-%d-%d", prefix, n, i)
+			}
+		}
+		return ps
+	}
+	for _, mode := range []string{"no-key", "new-key", "duplicate"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "duplicate" {
+				if _, err := s.Enqueue(ctx, batch("dup", 0)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for n := range b.N {
+				var ps []readpast.EnqueueParams
+				switch mode {
+				case "no-key":
+					ps = batch("", n)
+				case "new-key":
+					ps = batch("new", n)
+				default:
+					ps = batch("dup", 0)
+				}
+				if _, err := s.Enqueue(ctx, ps); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*size), "us/job")
+		})
+	}
+}

@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{"FailDiscard", testFailDiscard},
 		{"Release", testRelease},
 		{"CancelAndRetry", testCancelRetry},
+		{"StatsCountEveryChange", testStatsCountEveryChange},
 		{"ListAndStats", testListStats},
 		{"PauseAndResumeQueues", testPause},
 		{"Inspect", testInspect},
@@ -94,6 +95,16 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
 		{"ConcurrentGroupsNoOverlap", testConcurrentGroups},
 		{"GroupLimitsUnderStress", testGroupStress},
+		{"UniqueDuplicate", testUniqueDuplicate},
+		{"UniqueBatchSettlesEachEntry", testUniqueBatch},
+		{"UniqueScopes", testUniqueScopes},
+		{"UniqueConcurrentEnqueuers", testUniqueConcurrent},
+		{"ScheduleCRUD", testScheduleCRUD},
+		{"ScheduleFireOnce", testScheduleFireOnce},
+		{"SchedulersExactlyOncePerTick", testSchedulersExactlyOncePerTick},
+		{"ScheduleCatchUp", testScheduleCatchUp},
+		{"SchedulerRuns", testSchedulerRuns},
+		{"SchedulersAcrossDST", testSchedulersAcrossDST},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

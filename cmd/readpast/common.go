@@ -264,6 +264,13 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		{"payload", string(wj.Payload)},
 		{"result", orDash(string(wj.Result))},
 	}
+	if wj.UniqueKey != "" {
+		held := "while pending or running"
+		if wj.UniqueUntil != nil {
+			held += ", and until " + fmtTime(*wj.UniqueUntil)
+		}
+		rows = append(rows, [2]string{"unique key", wj.UniqueKey + " (held " + held + ")"})
+	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
@@ -283,4 +290,43 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// runRead runs the read-only command name, which takes no arguments but
+// its target flags and --json (described by jsonHelp): it opens the
+// backend read-only, gets the result and prints it, as JSON with --json
+// or else with print.
+func runRead[T any](ctx context.Context, name, jsonHelp string, args []string, stdout io.Writer,
+	get func(backend, context.Context) (T, error), print func(io.Writer, T) error) error {
+	fs := newFlagSet(name, name+" [flags]", stdout)
+	tf := addTargetFlags(fs)
+	asJSON := fs.Bool("json", false, jsonHelp)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	b, err := tf.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	res, err := get(b, ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if *asJSON {
+		return writeJSON(stdout, res)
+	}
+	return print(stdout, res)
+}
+
+// stateColumns writes a tab and a header for each job state, in
+// lifecycle order.
+func stateColumns(w io.Writer) {
+	for _, s := range readpast.AllStates {
+		fmt.Fprintf(w, "\t%s", strings.ToUpper(string(s)))
+	}
 }

@@ -120,3 +120,63 @@ func (d *direct) queue(ctx context.Context, action, name string) (httpapi.Queue,
 	}
 	return httpapi.QueueNamed(qs, name), nil
 }
+
+func (d *direct) schedules(ctx context.Context) ([]httpapi.Schedule, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	scs, err := d.store.ListSchedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]httpapi.Schedule, 0, len(scs))
+	for _, sc := range scs {
+		out = append(out, httpapi.NewSchedule(sc))
+	}
+	return out, nil
+}
+
+func (d *direct) schedule(ctx context.Context, name string) (httpapi.Schedule, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	sc, err := d.store.GetSchedule(ctx, name)
+	if err != nil {
+		return httpapi.Schedule{}, err
+	}
+	runs, err := d.store.ScheduleRuns(ctx, name, readpast.ScheduleRunsKept)
+	if err != nil {
+		return httpapi.Schedule{}, err
+	}
+	out := httpapi.NewSchedule(sc)
+	out.Runs = runs
+	return out, nil
+}
+
+func (d *direct) putSchedule(ctx context.Context, name string, body json.RawMessage) (httpapi.Schedule, bool, error) {
+	p, err := httpapi.ParsePutSchedule(name, body, time.Now())
+	if err != nil {
+		return httpapi.Schedule{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	sc, created, err := d.store.PutSchedule(ctx, p)
+	if err != nil {
+		return httpapi.Schedule{}, false, err
+	}
+	return httpapi.NewSchedule(sc), created, nil
+}
+
+func (d *direct) deleteSchedule(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.store.DeleteSchedule(ctx, name)
+}
+
+func (d *direct) pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	sc, err := d.store.PauseSchedule(ctx, name, paused)
+	if err != nil {
+		return httpapi.Schedule{}, err
+	}
+	return httpapi.NewSchedule(sc), nil
+}

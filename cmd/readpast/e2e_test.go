@@ -933,6 +933,110 @@ func runE2E(t *testing.T, bin, db string) {
 		t.Errorf("stats with --url and --database-url: %+v", r)
 	}
 
+	// Unique keys and the Idempotency-Key header over HTTP, and through
+	// the CLI.
+	var u1, u2 job
+	api.must("POST", "/v1/jobs", `{"kind":"u","queue":"uq","unique_key":"order-9"}`, 201, &u1)
+	if body := api.must("POST", "/v1/jobs", `{"kind":"u","queue":"uq","unique_key":"order-9"}`, 200, &u2); u2.ID != u1.ID || !strings.Contains(string(body), `"duplicate":true`) {
+		t.Errorf("duplicate enqueue: %s", body)
+	}
+	if out := mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "u", "--queue", "uq", "--unique-key", "order-9"}, remote...)...); !strings.Contains(out, fmt.Sprintf("nothing enqueued: job %d holds unique key", u1.ID)) {
+		t.Errorf("enqueue --unique-key of a held key = %q", out)
+	}
+	if out := mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "u", "--queue", "uq", "--unique-key", "order-10", "--unique-for", "1h"}, direct...)...); !strings.Contains(out, "unique key:") || !strings.Contains(out, "order-10") {
+		t.Errorf("enqueue --unique-key --unique-for = %q", out)
+	}
+	if out := mustCLIEnv(t, bin, remoteEnv, `{"kind":"u","queue":"uq","unique_key":"order-10"}`+"\n"+`{"kind":"u","queue":"uq","unique_key":"order-11"}`+"\n", "enqueue", "--stdin"); !strings.Contains(out, "enqueued 1 jobs") || !strings.Contains(out, "1 lines were duplicates") {
+		t.Errorf("enqueue --stdin with a duplicate = %q", out)
+	}
+	if r := runCLI(t, bin, "", append([]string{"enqueue", "--kind", "u", "--unique-for", "1h"}, remote...)...); r.code != 2 || !strings.Contains(r.stderr, "--unique-for") {
+		t.Errorf("--unique-for without --unique-key: %+v", r)
+	}
+	idem := func() (int, []byte) {
+		req, err := http.NewRequest("POST", srv.base+"/v1/jobs", strings.NewReader(`{"kind":"u","queue":"uq"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer full-token")
+		req.Header.Set("Idempotency-Key", "pay-77")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if st, b := idem(); st != 201 {
+		t.Errorf("Idempotency-Key, first: %d %s", st, b)
+	}
+	if st, b := idem(); st != 200 || !strings.Contains(string(b), `"duplicate":true`) {
+		t.Errorf("Idempotency-Key, again: %d %s", st, b)
+	}
+
+	// Schedules: set through the server, fired by its scheduler, shown,
+	// paused, resumed and deleted, through the server and directly.
+	if out := mustCLI(t, bin, "", append([]string{"schedules", "set", "beat", "--cron", "@every 1s", "--kind", "beat", "--queue", "sq", "--payload", `{"b":1}`}, remote...)...); !strings.Contains(out, "created schedule beat") || !strings.Contains(out, "@every 1s") {
+		t.Errorf("schedules set = %q", out)
+	}
+	api.must("PUT", "/v1/schedules/nightly", `{"cron":"0 3 * * *","time_zone":"Europe/Paris","catch_up":"once","job":{"kind":"report"}}`, 201, nil)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var sc struct {
+			LastJobID *int64 `json:"last_job_id"`
+			Runs      []struct {
+				JobID int64 `json:"job_id"`
+			} `json:"runs"`
+		}
+		if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"schedules", "show", "beat", "--json"}, direct...)...)), &sc); err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Runs) >= 2 {
+			api.must("GET", fmt.Sprintf("/v1/jobs/%d", sc.Runs[0].JobID), "", 200, nil)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's scheduler made %d jobs in 20 s of an @every 1s schedule", len(sc.Runs))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, target := range [][]string{remote, direct} {
+		if out := mustCLI(t, bin, "", append([]string{"schedules", "list"}, target...)...); !strings.HasPrefix(out, "NAME ") || !strings.Contains(out, "beat") || !strings.Contains(out, "Europe/Paris") {
+			t.Errorf("schedules list %v = %q", target, out)
+		}
+	}
+	if out := mustCLI(t, bin, "", append([]string{"schedules", "show", "beat"}, remote...)...); !strings.Contains(out, "TICK") || !strings.Contains(out, "kind beat, queue sq") {
+		t.Errorf("schedules show = %q", out)
+	}
+	if out := mustCLI(t, bin, "", append([]string{"schedules", "pause", "beat"}, remote...)...); !strings.Contains(out, "paused") {
+		t.Errorf("schedules pause = %q", out)
+	}
+	if out := mustCLI(t, bin, "", append([]string{"schedules", "resume", "beat"}, direct...)...); !strings.Contains(out, "running") {
+		t.Errorf("schedules resume = %q", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"schedules", "set", "x", "--cron", "61 * * * *", "--kind", "k"}, "--cron"},
+		{[]string{"schedules", "set", "x", "--cron", "@hourly", "--kind", "k", "--time-zone", "Nowhere/X"}, "--time-zone"},
+		{[]string{"schedules", "set", "x", "--cron", "@hourly"}, "--kind"},
+		{[]string{"schedules", "frob"}, "unknown action"},
+	} {
+		if r := runCLI(t, bin, "", append(tc.args, remote...)...); r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	if out := mustCLI(t, bin, "", append([]string{"schedules", "delete", "beat"}, remote...)...); !strings.Contains(out, "deleted schedule beat") {
+		t.Errorf("schedules delete = %q", out)
+	}
+	if r := runCLI(t, bin, "", append([]string{"schedules", "show", "beat"}, direct...)...); r.code != 1 || !strings.Contains(r.stderr, `schedule "beat" not found`) {
+		t.Errorf("schedules show after delete: %+v", r)
+	}
+	if r := runCLI(t, bin, "", append([]string{"schedules", "delete", "beat"}, remote...)...); r.code != 1 || !strings.Contains(r.stderr, `schedule "beat" not found`) {
+		t.Errorf("schedules delete twice: %+v", r)
+	}
+
 	// The Python worker runs add and fail jobs to their end.
 	runPythonWorker(t, bin, api, srv.base)
 

@@ -54,6 +54,8 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the job does not run (default now)")
 	maxAttempts := fs.Int("max-attempts", readpast.DefaultMaxAttempts, "attempts before the job fails for good")
 	group := fs.String("group", "", "concurrency group key")
+	uniqueKey := fs.String("unique-key", "", "unique key: while a job holds it, enqueueing it again creates nothing and shows that job")
+	uniqueFor := fs.Duration("unique-for", 0, "keep --unique-key held this long after the enqueue, whatever the job's outcome (such as 24h)")
 	fromStdin := fs.Bool("stdin", false, "read jobs as JSON lines from stdin instead of flags; every line is validated before any job is enqueued")
 	asJSON := fs.Bool("json", false, "print the enqueued jobs as JSON (one object a line with --stdin)")
 	pos, err := parseFlags(fs, args)
@@ -68,7 +70,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	if *fromStdin {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group"} {
+		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group", "unique-key", "unique-for"} {
 			if set[name] {
 				return usagef("--%s cannot be used with --stdin: put it in each JSON line", name)
 			}
@@ -98,6 +100,13 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		if *group != "" {
 			req.Group = group
 		}
+		if *uniqueKey != "" {
+			req.UniqueKey = uniqueKey
+		}
+		if *uniqueFor != 0 {
+			secs := uniqueFor.Seconds()
+			req.UniqueForSeconds = &secs
+		}
 		body, err := json.Marshal(req)
 		if err != nil {
 			return fmt.Errorf("encode job: %w", err)
@@ -125,12 +134,15 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		if *asJSON {
 			return writeJSON(stdout, out[0])
 		}
+		if out[0].Duplicate {
+			fmt.Fprintf(stdout, "nothing enqueued: job %d holds unique key %q\n\n", out[0].ID, out[0].UniqueKey)
+		}
 		return printJob(stdout, out[0])
 	}
 
 	progress := isTerminal(stderr)
 	enc := json.NewEncoder(stdout)
-	done, size := 0, enqueueBatchSize
+	done, size, dups := 0, enqueueBatchSize, 0
 	for done < len(jobs) {
 		end, bytes := done, 0
 		for end < len(jobs) && end-done < size && (end == done || bytes+len(jobs[end]) <= enqueueBatchBytes) {
@@ -149,6 +161,11 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 			return fmt.Errorf("enqueue jobs %d to %d of %d: %w (the %d jobs before them were enqueued)",
 				done+1, end, len(jobs), err, done)
 		}
+		for _, j := range out {
+			if j.Duplicate {
+				dups++
+			}
+		}
 		if *asJSON {
 			for _, j := range out {
 				if err := enc.Encode(j); err != nil {
@@ -165,7 +182,10 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		fmt.Fprintln(stderr)
 	}
 	if !*asJSON {
-		fmt.Fprintf(stdout, "enqueued %d jobs\n", done)
+		fmt.Fprintf(stdout, "enqueued %d jobs\n", done-dups)
+		if dups > 0 {
+			fmt.Fprintf(stdout, "%d lines were duplicates: their unique keys were held, nothing was enqueued for them\n", dups)
+		}
 	}
 	return nil
 }
@@ -201,7 +221,8 @@ func readJobLines(r io.Reader, now time.Time) ([]json.RawMessage, error) {
 // flagError renames the JSON field in a validation error after its flag.
 func flagError(err error) error {
 	msg := err.Error()
-	for _, f := range [][2]string{{"run_at", "run-at"}, {"max_attempts", "max-attempts"}} {
+	for _, f := range [][2]string{{"run_at", "run-at"}, {"max_attempts", "max-attempts"}, {"unique_key", "unique-key"},
+		{"unique_for_seconds", "unique-for"}} {
 		if after, ok := strings.CutPrefix(msg, f[0]+":"); ok {
 			return fmt.Errorf("--%s:%s", f[1], after)
 		}

@@ -8,11 +8,12 @@
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
 //	readpast jobs     list|show|cancel|retry [flags]
 //	readpast queues   list|pause|resume [NAME] [--json]
+//	readpast schedules list|show|set|delete|pause|resume [flags]
 //	readpast stats    [--json]
 //	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
 //	readpast version  [--json]
 //
-// enqueue, jobs, queues and stats talk to a readpast server's HTTP API (--url or
+// enqueue, jobs, queues, schedules and stats talk to a readpast server's HTTP API (--url or
 // READPAST_URL, default http://127.0.0.1:8080, with --token or
 // READPAST_TOKEN), or, given --database-url (or READPAST_DATABASE_URL
 // without READPAST_URL), to an existing database directly. serve and
@@ -39,6 +40,8 @@ func actions(command string) []string {
 		return []string{"list", "show", "cancel", "retry"}
 	case "queues":
 		return []string{"list", "pause", "resume"}
+	case "schedules":
+		return []string{"list", "show", "set", "delete", "pause", "resume"}
 	}
 	return nil
 }
@@ -58,6 +61,7 @@ func commands() []command {
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
 		{"jobs", "list, show, cancel or retry jobs", runJobs},
 		{"queues", "list queues, or pause or resume one", runQueues},
+		{"schedules", "list, show, set, delete, pause or resume periodic jobs", runSchedules},
 		{"stats", "show job counts per queue and state", runStats},
 		{"bench", "run the benchmark scenarios against a database of its own", runBench},
 		{"version", "print the version", runVersion},
@@ -116,7 +120,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'readpast COMMAND -h' for a command's flags.")

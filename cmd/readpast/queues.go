@@ -38,33 +38,15 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // runQueuesList prints every queue that has jobs or is paused: whether it
 // is paused and its job counts.
 func runQueuesList(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("queues list", "queues list [flags]", stdout)
-	tf := addTargetFlags(fs)
-	asJSON := fs.Bool("json", false, `print the body of GET /v1/queues: {"queues": [{"name", "paused", "paused_at", "counts"}]}`)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	b, err := tf.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	res, err := b.queues(ctx)
-	if err != nil {
-		return fmt.Errorf("list queues: %w", err)
-	}
-	if *asJSON {
-		return writeJSON(stdout, res)
-	}
+	return runRead(ctx, "queues list", `print the body of GET /v1/queues: {"queues": [{"name", "paused", "paused_at", "counts"}]}`,
+		args, stdout, backend.queues, printQueues)
+}
+
+// printQueues prints res as a table.
+func printQueues(stdout io.Writer, res httpapi.QueuesResponse) error {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "QUEUE\tPAUSED")
-	for _, s := range readpast.AllStates {
-		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(s)))
-	}
+	stateColumns(tw)
 	fmt.Fprintln(tw)
 	for _, q := range res.Queues {
 		fmt.Fprintf(tw, "%s\t%s", q.Name, pausedSince(q))

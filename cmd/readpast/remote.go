@@ -72,7 +72,8 @@ func (e *remoteError) Is(target error) bool {
 	switch e.detail.Code {
 	case httpapi.CodeNotFound:
 		// Not an unknown route, which is also 404 not_found.
-		return target == readpast.ErrNotFound && e.detail.Message == "job not found"
+		return (target == readpast.ErrNotFound && e.detail.Message == "job not found") ||
+			(target == readpast.ErrScheduleNotFound && e.detail.Message == "schedule not found")
 	case httpapi.CodeStaleToken:
 		return target == readpast.ErrStaleToken
 	case httpapi.CodeInvalidState:
@@ -90,17 +91,23 @@ func (e *remoteError) Is(target error) bool {
 // do sends a request with body (JSON-encoded unless nil) and decodes a 2xx
 // response into out.
 func (c *remote) do(ctx context.Context, method, path string, body, out any) error {
+	_, err := c.doStatus(ctx, method, path, body, out)
+	return err
+}
+
+// doStatus is do that also returns the response's status.
+func (c *remote) doStatus(ctx context.Context, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return 0, fmt.Errorf("encode request: %w", err)
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return fmt.Errorf("request: %w", err)
+		return 0, fmt.Errorf("request: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
@@ -111,26 +118,26 @@ func (c *remote) do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return c.unreachable(err)
+		return 0, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("%w: reading the answer of %s: %w", readpast.ErrUnavailable, c.base, err)
+		return resp.StatusCode, fmt.Errorf("%w: reading the answer of %s: %w", readpast.ErrUnavailable, c.base, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var eb httpapi.ErrorBody
 		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
-			return fmt.Errorf("%s answered HTTP %d: %.200s (is it a readpast server?)", c.base, resp.StatusCode, bytes.TrimSpace(b))
+			return resp.StatusCode, fmt.Errorf("%s answered HTTP %d: %.200s (is it a readpast server?)", c.base, resp.StatusCode, bytes.TrimSpace(b))
 		}
-		return &remoteError{status: resp.StatusCode, detail: eb.Error}
+		return resp.StatusCode, &remoteError{status: resp.StatusCode, detail: eb.Error}
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s answered %.100s: %w (is it a readpast server?)", c.base, bytes.TrimSpace(b), err)
+			return resp.StatusCode, fmt.Errorf("%s answered %.100s: %w (is it a readpast server?)", c.base, bytes.TrimSpace(b), err)
 		}
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // unreachable words an error that got no answer from the server.
@@ -213,4 +220,38 @@ func (c *remote) queue(ctx context.Context, action, name string) (httpapi.Queue,
 	var q httpapi.Queue
 	err := c.do(ctx, http.MethodPost, "/v1/queues/"+url.PathEscape(name)+"/"+action, nil, &q)
 	return q, err
+}
+
+func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
+
+func (c *remote) schedules(ctx context.Context) ([]httpapi.Schedule, error) {
+	var out httpapi.SchedulesResponse
+	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, &out)
+	return out.Schedules, err
+}
+
+func (c *remote) schedule(ctx context.Context, name string) (httpapi.Schedule, error) {
+	var out httpapi.Schedule
+	err := c.do(ctx, http.MethodGet, schedulePath(name), nil, &out)
+	return out, err
+}
+
+func (c *remote) putSchedule(ctx context.Context, name string, body json.RawMessage) (httpapi.Schedule, bool, error) {
+	var out httpapi.Schedule
+	status, err := c.doStatus(ctx, http.MethodPut, schedulePath(name), body, &out)
+	return out, status == http.StatusCreated, err
+}
+
+func (c *remote) deleteSchedule(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, schedulePath(name), nil, nil)
+}
+
+func (c *remote) pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error) {
+	verb := "/resume"
+	if paused {
+		verb = "/pause"
+	}
+	var out httpapi.Schedule
+	err := c.do(ctx, http.MethodPost, schedulePath(name)+verb, nil, &out)
+	return out, err
 }

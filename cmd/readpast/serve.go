@@ -44,7 +44,8 @@ func (l *stringList) Set(s string) error {
 // runServe serves the HTTP API until SIGINT or SIGTERM, then shuts down
 // gracefully: it stops accepting connections, ends long-polling claims,
 // waits for requests in flight (up to --shutdown-timeout), and closes the
-// store. It also runs the lease rescuer in the background.
+// store. It also runs the lease rescuer, retention and the scheduler of
+// the stored schedules in the background.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", "serve [flags]", stdout)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (host:port)")
@@ -72,6 +73,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	metricsKinds := fs.Int("metrics-max-kinds", httpapi.DefaultMetricsMaxKinds,
 		"kinds with series of their own in /metrics; the rest are counted under kind=\"_other\"")
 	rescueEvery := fs.Duration("rescue-interval", readpast.DefaultRescueInterval, "how often to rescue jobs whose lease expired")
+	scheduleEvery := fs.Duration("schedule-interval", readpast.DefaultScheduleInterval,
+		"how often the scheduler looks for due ticks of the stored schedules (0 runs no scheduler here)")
+	idemFor := fs.Duration("idempotency-period", httpapi.DefaultIdempotencyPeriod,
+		"how long an Idempotency-Key of POST /v1/jobs holds, whatever the job's outcome")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long to wait for requests in flight at shutdown")
 	var keep readpast.Retention
 	fs.DurationVar(&keep.Succeeded, "keep-succeeded", 7*24*time.Hour, "delete succeeded jobs older than this (0 keeps them)")
@@ -98,6 +103,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *dashRefresh < time.Second {
 		return usagef("--dashboard-refresh must be at least 1s")
+	}
+	if *scheduleEvery < 0 {
+		return usagef("--schedule-interval must not be negative (0 runs no scheduler)")
+	}
+	if *idemFor <= 0 || *idemFor > readpast.MaxUniqueFor {
+		return usagef("--idempotency-period must be between 1ns and %s", readpast.MaxUniqueFor)
 	}
 	if *rescueEvery <= 0 {
 		return usagef("--rescue-interval must be positive (expired leases are rescued that often)")
@@ -150,19 +161,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	closing := make(chan struct{})
 	handler, err := httpapi.New(httpapi.Config{
-		Store:            store,
-		Logger:           log,
-		Registry:         reg,
-		Tokens:           full,
-		ReadTokens:       read,
-		AllowedHosts:     hosts,
-		MaxBodyBytes:     *maxBody,
-		MaxBatch:         *maxBatch,
-		MaxResponseBytes: *maxResponse,
-		WriteTimeout:     *writeTimeout,
-		MetricsMaxQueues: *metricsQueues,
-		MetricsMaxKinds:  *metricsKinds,
-		Closing:          closing,
+		Store:             store,
+		Logger:            log,
+		Registry:          reg,
+		Tokens:            full,
+		ReadTokens:        read,
+		AllowedHosts:      hosts,
+		MaxBodyBytes:      *maxBody,
+		MaxBatch:          *maxBatch,
+		MaxResponseBytes:  *maxResponse,
+		WriteTimeout:      *writeTimeout,
+		IdempotencyPeriod: *idemFor,
+		MetricsMaxQueues:  *metricsQueues,
+		MetricsMaxKinds:   *metricsKinds,
+		Closing:           closing,
 	})
 	if err != nil {
 		return err
@@ -200,6 +212,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var maint sync.WaitGroup
 	maint.Go(func() { readpast.RunRescuer(maintCtx, store, *rescueEvery, log) })
 	maint.Go(func() { readpast.RunRetention(maintCtx, store, keep, readpast.DefaultRetentionInterval, log) })
+	if *scheduleEvery > 0 {
+		maint.Go(func() { readpast.RunScheduler(maintCtx, store, *scheduleEvery, log) })
+	}
 	defer func() {
 		stopMaint()
 		maint.Wait()

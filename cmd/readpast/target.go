@@ -44,6 +44,17 @@ type backend interface {
 	queues(ctx context.Context) (httpapi.QueuesResponse, error)
 	// queue pauses or resumes a queue (action "pause" or "resume").
 	queue(ctx context.Context, action, name string) (httpapi.Queue, error)
+	// schedules lists every schedule.
+	schedules(ctx context.Context) ([]httpapi.Schedule, error)
+	// schedule returns one schedule with its latest runs.
+	schedule(ctx context.Context, name string) (httpapi.Schedule, error)
+	// putSchedule creates or replaces a schedule from the body of PUT
+	// /v1/schedules/{name}, and reports whether it created it.
+	putSchedule(ctx context.Context, name string, body json.RawMessage) (httpapi.Schedule, bool, error)
+	// deleteSchedule deletes a schedule.
+	deleteSchedule(ctx context.Context, name string) error
+	// pauseSchedule pauses or resumes a schedule.
+	pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error)
 	// close releases the backend.
 	close() error
 }

@@ -23,6 +23,7 @@ SIGTERM, releasing the job in hand so another worker takes it at once.
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -129,6 +130,10 @@ HANDLERS = {"add": handle_add, "fail": handle_fail, "sleep": handle_sleep}
 # How often an idle worker says it is still waiting.
 IDLE_LOG_SECONDS = 60
 
+# The longest wait between two claims when claims fail (the server or its
+# database away).
+CLAIM_BACKOFF_MAX = 0.8
+
 
 class Heartbeat(threading.Thread):
     """Extends a job's lease every interval until stopped.
@@ -198,12 +203,44 @@ class Worker:
             self.safe(self.client.fail, job_id, job["token"], "%s: %s" % (type(e).__name__, e),
                       traceback.format_exc())
         else:
-            hb.stop()
-            if hb.lost.is_set():
-                self.log("job %d: finished after its lease was lost; result dropped" % job_id)
-                return
-            self.safe(self.client.complete, job_id, job["token"], result)
-            self.log("job %d (%s) succeeded: %s" % (job_id, kind, json.dumps(result)))
+            # The heartbeat goes on until the completion is written, so
+            # that a server or database away for a while does not cost the
+            # lease: the completion is retried for as long as the lease
+            # lasts, and only then does the job run again elsewhere.
+            try:
+                if hb.lost.is_set():
+                    self.log("job %d: finished after its lease was lost; result dropped" % job_id)
+                    return
+                if self.complete_retrying(job, result, hb):
+                    self.log("job %d (%s) succeeded: %s" % (job_id, kind, json.dumps(result)))
+            finally:
+                hb.stop()
+
+    def complete_retrying(self, job, result, hb):
+        """Completes job, retrying errors that may pass (the server or its
+        database away: 5xx, 429, no connection) for up to one lease while
+        hb keeps the lease alive. Returns whether it was recorded."""
+        deadline = time.monotonic() + self.args.lease
+        backoff = 0.1
+        while True:
+            try:
+                self.client.complete(job["id"], job["token"], result)
+                return True
+            except APIError as e:
+                if e.status < 500 and e.status != 429:
+                    # 409: the lease expired and the job was rescued, or it
+                    # was cancelled; nothing was changed.
+                    self.log("complete(%s): %s" % (job["id"], e))
+                    return False
+                err = e
+            except (OSError, urllib.error.URLError) as e:
+                err = e
+            if hb.lost.is_set() or time.monotonic() + backoff > deadline:
+                self.log("complete(%s): %s (gave up; the lease will expire and the job be retried)" % (job["id"], err))
+                return False
+            self.log("complete(%s): %s; retrying" % (job["id"], err))
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
 
     def safe(self, fn, *args):
         try:
@@ -216,9 +253,26 @@ class Worker:
             self.log("%s(%s): %s (the lease will expire and the job be retried)" % (fn.__name__, args[0], e))
         return None
 
+    @staticmethod
+    def next_backoff(backoff):
+        """Doubles backoff from 0.05 s up to CLAIM_BACKOFF_MAX."""
+        return min(max(backoff * 2, 0.05), CLAIM_BACKOFF_MAX)
+
+    def pause(self, why, backoff):
+        """Waits before the next claim after a failure: a time drawn from
+        the upper half of a backoff that doubles up to CLAIM_BACKOFF_MAX,
+        so that workers that lost the server together come back spread
+        out, each within about a second of its return. Returns the new
+        backoff."""
+        backoff = self.next_backoff(backoff)
+        wait = random.uniform(backoff / 2, backoff)
+        self.log("%s; retrying in %.2fs" % (why, wait))
+        self.stopping.wait(wait)
+        return backoff
+
     def run(self):
         done = 0
-        backoff = 0.5
+        backoff = 0.0
         self.log("waiting for jobs on %s at %s" % (", ".join(self.args.queue), self.client.base_url))
         idle_since = time.monotonic()
         while not self.stopping.is_set():
@@ -227,19 +281,15 @@ class Worker:
                 limit = max(1, min(self.args.concurrency, self.args.max_jobs - done))
             try:
                 jobs = self.client.claim(self.args.name, self.args.queue, limit, self.args.lease, self.args.wait)
-                backoff = 0.5
+                backoff = 0.0
             except APIError as e:
-                if 400 <= e.status < 500:
+                if 400 <= e.status < 500 and e.status != 429:
                     self.log("claim rejected: %s" % e)
                     return 2
-                self.log("claim: %s; retrying in %.1fs" % (e, backoff))
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10)
+                backoff = self.pause("claim: %s" % e, backoff)
                 continue
             except (OSError, urllib.error.URLError, socket.timeout) as e:
-                self.log("claim: %s; retrying in %.1fs" % (e, backoff))
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10)
+                backoff = self.pause("claim: %s" % e, backoff)
                 continue
             if not jobs and time.monotonic() - idle_since >= IDLE_LOG_SECONDS:
                 self.log("no jobs in the last %d s; still waiting" % (time.monotonic() - idle_since))

@@ -2,7 +2,9 @@ package netfault
 
 import (
 	"bufio"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -132,5 +134,132 @@ func TestHideClientCloses(t *testing.T) {
 	case <-gotEOF:
 	case <-time.After(2 * time.Second):
 		t.Fatal("CutAll did not end the half-open connection")
+	}
+}
+
+func TestLatency(t *testing.T) {
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	p.SetLatency(100 * time.Millisecond)
+	start := time.Now()
+	if got, ok := roundTrip(t, c, r, "a", 2*time.Second); !ok || got != "a" {
+		t.Fatalf("with latency: %q %v", got, ok)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("a round trip took %v with 100ms each way", d)
+	}
+	p.SetLatency(0)
+	start = time.Now()
+	roundTrip(t, c, r, "b", time.Second)
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("a round trip took %v without latency", d)
+	}
+}
+
+func TestPartitionAndHeal(t *testing.T) {
+	p, err := Start(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	old, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oldR := bufio.NewReader(old)
+	roundTrip(t, old, oldR, "a", time.Second)
+	p.Partition()
+	if _, ok := roundTrip(t, old, oldR, "b", 200*time.Millisecond); ok {
+		t.Fatal("an answer crossed the partition")
+	}
+	fresh, err := net.Dial("tcp", p.Addr()) // the kernel accepts; nothing gets through
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	freshR := bufio.NewReader(fresh)
+	if _, ok := roundTrip(t, fresh, freshR, "c", 200*time.Millisecond); ok {
+		t.Fatal("a new connection got through the partition")
+	}
+	p.Heal()
+	old.SetReadDeadline(time.Now().Add(time.Second))
+	if line, err := oldR.ReadString('\n'); err != nil || line != "b\n" {
+		t.Fatalf("after heal, the old connection: %q %v", line, err)
+	}
+	fresh.SetReadDeadline(time.Now().Add(time.Second))
+	if line, err := freshR.ReadString('\n'); err != nil || line != "c\n" {
+		t.Fatalf("after heal, the new connection: %q %v", line, err)
+	}
+}
+
+func TestHalfOpenAll(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverSawEOF := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						serverSawEOF <- struct{}{}
+						return
+					}
+					c.Write([]byte(line))
+				}
+			}()
+		}
+	}()
+	p, err := Start(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	roundTrip(t, c, r, "a", time.Second)
+	p.HalfOpenAll()
+	select {
+	case <-serverSawEOF:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the server side was not closed")
+	}
+	if _, err := c.Write([]byte("b\n")); err != nil {
+		t.Fatalf("the client side was closed: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := r.ReadString('\n'); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the half-open client got %v, want nothing at all (a timeout)", err)
+	}
+	fresh, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if got, ok := roundTrip(t, fresh, bufio.NewReader(fresh), "c", time.Second); !ok || got != "c" {
+		t.Fatalf("a new connection after HalfOpenAll: %q %v", got, ok)
 	}
 }

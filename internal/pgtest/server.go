@@ -29,6 +29,14 @@ type Options struct {
 	Durable bool
 	// Logf, if set, receives progress messages (such as testing.T.Logf).
 	Logf func(string, ...any)
+	// Settings are more server settings, "name=value" each, passed as -c
+	// after the defaults so that they override them (for example
+	// "synchronous_commit=on", which makes an acknowledged commit survive
+	// Kill without the cost of fsync).
+	Settings []string
+	// Env is added to the environment of initdb and postgres (for example
+	// LD_PRELOAD and FAKETIME for libfaketime).
+	Env []string
 }
 
 // Server is a PostgreSQL server started from the installed binaries for tests.
@@ -70,6 +78,12 @@ func (r *run) exited() bool {
 // Stop (or until the test binary exits: it is started with a parent-death
 // signal); ctx bounds only the start.
 func Start(ctx context.Context, opts Options) (*Server, error) {
+	return start(ctx, opts, func(s *Server) error { return s.initdb(ctx) })
+}
+
+// start prepares a new server's directories, fills its data directory
+// with create, and launches it on a free port.
+func start(ctx context.Context, opts Options, create func(*Server) error) (*Server, error) {
 	bindir, err := findBinDir(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -115,7 +129,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 
-	if err := s.initdb(ctx); err != nil {
+	if err := create(s); err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
@@ -263,6 +277,9 @@ func (s *Server) launch(ctx context.Context) error {
 	if !s.opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
+	for _, kv := range s.opts.Settings {
+		args = append(args, "-c", kv)
+	}
 	// Not CommandContext: ctx bounds the start, not the server's life.
 	cmd := s.command(context.Background(), filepath.Join(s.bindir, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -403,7 +420,7 @@ func (s *Server) kill(r *run) error {
 func (s *Server) command(ctx context.Context, bin string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = s.dir
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), s.opts.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: s.cred,
 		Pdeathsig:  syscall.SIGKILL,

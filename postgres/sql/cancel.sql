@@ -7,9 +7,9 @@ WITH done AS (
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result)
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
     SELECT id, queue, kind, payload, priority, run_at, 'cancelled', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), errors, NULL
+           worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until
     FROM done
     RETURNING *
 ),
@@ -17,11 +17,15 @@ freeing AS (
     SELECT group_key, 1::bigint AS n FROM done WHERE state = 'running' AND group_key IS NOT NULL
 ),
 {{template "free_slots"}},
+ending AS (
+    SELECT id, unique_key FROM done WHERE unique_key IS NOT NULL
+),
+{{template "release_keys"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, NULL::timestamptz, worker, created_at, started_at,
-       finished_at, errors, result
+       finished_at, errors, result, unique_key, unique_until
 FROM moved
 WHERE (SELECT count(*) FROM notified) >= 0;

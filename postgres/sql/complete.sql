@@ -31,15 +31,19 @@ done AS (
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result)
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
     SELECT d.id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), errors, t.result
+           worker, group_key, created_at, started_at, now(), errors, t.result, unique_key, unique_until
     FROM done d JOIN target t ON t.id = d.id
 ),
 freeing AS (
     SELECT group_key, count(*) AS n FROM done WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 {{template "free_slots"}},
+ending AS (
+    SELECT id, unique_key FROM done WHERE unique_key IS NOT NULL
+),
+{{template "release_keys"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
 )

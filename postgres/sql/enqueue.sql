@@ -17,25 +17,14 @@ inserted AS (
     FROM input ORDER BY ord
     RETURNING *
 ),
--- Ready marks: per group and queue, the first due job of this batch, and
--- every job not yet due. The batch's later due jobs of a group need none:
--- they commit with the first one, so whoever decides on the group through
--- its mark sees them, and marks the next of them while a slot is free.
-marked AS (
-    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key
-    FROM (SELECT queue, priority, run_at, id, group_key,
-                 row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
-                                    ORDER BY priority, run_at, id) AS rn
-          FROM inserted WHERE group_key IS NOT NULL) i
-    WHERE rn = 1 OR run_at > now()
-),
+-- Ready marks for the grouped jobs (see the fragment).
+{{template "mark_enqueued"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n
 )
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until
 FROM inserted
 WHERE (SELECT count(*) FROM notified) >= 0
 ORDER BY id;

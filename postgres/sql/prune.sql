@@ -1,9 +1,21 @@
 -- Delete up to $3 finished jobs in state $1 that finished before $2;
 -- callers loop in small batches. The BRIN index on finished_at narrows the
--- scan to the old end of the history table.
-DELETE FROM readpast_jobs_history
-WHERE id IN (
-    SELECT id FROM readpast_jobs_history
-    WHERE finished_at < $2 AND state = $1
-    LIMIT $3
-);
+-- scan to the old end of the history table. The unique keys the deleted
+-- jobs still hold (their period had not ended) are freed with them: a key
+-- whose holder is gone holds nothing. History rows first, then key rows,
+-- as retry takes them.
+WITH gone AS (
+    DELETE FROM readpast_jobs_history
+    WHERE id IN (
+        SELECT id FROM readpast_jobs_history
+        WHERE finished_at < $2 AND state = $1
+        LIMIT $3
+    )
+    RETURNING id, unique_key
+),
+freed_keys AS (
+    DELETE FROM readpast_unique_keys k
+    USING gone g
+    WHERE g.unique_key IS NOT NULL AND k.unique_key = g.unique_key AND k.job_id = g.id
+)
+SELECT count(*) FROM gone;

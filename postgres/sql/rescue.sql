@@ -36,15 +36,19 @@ dead AS (
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result)
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
     SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), new_errors, NULL
+           worker, group_key, created_at, started_at, now(), new_errors, NULL, unique_key, unique_until
     FROM dead
 ),
 freeing AS (
     SELECT group_key, count(*) AS n FROM expired WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 {{template "free_slots"}},
+ending AS (
+    SELECT id, unique_key FROM dead WHERE unique_key IS NOT NULL
+),
+{{template "release_keys"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM expired LIMIT 1) e
 )

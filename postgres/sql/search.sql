@@ -7,11 +7,11 @@
 -- table that cannot hold the state. Locks nothing.
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
-       finished_at, errors, result
+       finished_at, errors, result, unique_key, unique_until
 FROM (
     (SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
             group_key, token, lease_expires_at, worker, created_at, started_at,
-            NULL::timestamptz AS finished_at, errors, NULL::jsonb AS result
+            NULL::timestamptz AS finished_at, errors, NULL::jsonb AS result, unique_key, unique_until
      FROM readpast_jobs
      WHERE id < $6 AND ($2 = '' OR $2 IN ('pending', 'running'))
      ORDER BY id DESC
@@ -19,7 +19,7 @@ FROM (
     UNION ALL
     (SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
             group_key, token, NULL::timestamptz, worker, created_at, started_at,
-            finished_at, errors, result
+            finished_at, errors, result, unique_key, unique_until
      FROM readpast_jobs_history
      WHERE id < $6 AND ($2 = '' OR $2 IN ('succeeded', 'failed', 'cancelled'))
      ORDER BY id DESC

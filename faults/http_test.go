@@ -1,0 +1,124 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The readpast binary, built once per test binary from ./cmd/readpast.
+var readpastBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// binary builds the readpast command once, into a directory removed by
+// TestMain.
+func binary(t testing.TB) string {
+	t.Helper()
+	readpastBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "readpast-faults-bin-")
+		if err != nil {
+			readpastBin.err = err
+			return
+		}
+		readpastBin.dir = dir
+		readpastBin.path = filepath.Join(dir, "readpast")
+		out, err := exec.Command("go", "build", "-o", readpastBin.path, "github.com/readpast/readpast/cmd/readpast").CombinedOutput()
+		if err != nil {
+			readpastBin.err = fmt.Errorf("go build ./cmd/readpast: %w\n%s", err, out)
+		}
+	})
+	if readpastBin.err != nil {
+		t.Fatal(readpastBin.err)
+	}
+	return readpastBin.path
+}
+
+// freeAddr is a 127.0.0.1 address whose port was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// server starts `readpast serve` on addr and database url as a process of
+// the run, in slot, and waits until it answers /healthz.
+func (r *run) server(slot, addr, url string) *proc {
+	r.mu.Lock()
+	r.gens[slot]++
+	name := fmt.Sprintf("%s.%d", slot, r.gens[slot])
+	r.mu.Unlock()
+	cmd := exec.Command(binary(r.t), "serve", "--addr", addr, "--database-url", url,
+		"--log-level", "warn", "--rescue-interval", "250ms", "--shutdown-timeout", "5s")
+	cmd.Env = append(os.Environ(), "READPAST_TOKENS=", "READPAST_DATABASE_URL=")
+	out, err := os.Create(filepath.Join(r.dir, name+".out"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := r.startProc(name, slot, workerSpec{}, cmd, out)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			return p
+		}
+		if p.exited() || time.Now().After(deadline) {
+			b, _ := os.ReadFile(filepath.Join(r.dir, name+".out"))
+			r.t.Fatalf("readpast serve did not come up on %s: %v\n%s", addr, err, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pyWorker starts the example Python worker, recording its history, on
+// the server at addr: leases of lease, long polls of 5 s, claims of up
+// to 4.
+func (r *run) pyWorker(slot, addr string, lease time.Duration) *proc {
+	r.mu.Lock()
+	r.gens[slot]++
+	name := fmt.Sprintf("%s.%d", slot, r.gens[slot])
+	r.mu.Unlock()
+	cmd := exec.Command("python3", "testdata/pyworker.py", "../examples/python-worker/worker.py",
+		filepath.Join(r.dir, name+".jsonl"), name,
+		"--url", "http://"+addr, "--name", name, "--lease", fmt.Sprint(lease.Seconds()), "--wait", "5", "--concurrency", "4")
+	cmd.Env = append(os.Environ(), "READPAST_TOKEN=")
+	out, err := os.Create(filepath.Join(r.dir, name+".out"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return r.startProc(name, slot, workerSpec{}, cmd, out)
+}
+
+// needPython skips the test without python3, or fails it under CI=true.
+func needPython(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		if inCI() {
+			t.Fatal("python3 not found")
+		}
+		t.Skip("python3 not found")
+	}
+}

@@ -1,0 +1,73 @@
+package faults_test
+
+import (
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast/internal/netfault"
+	"github.com/readpast/readpast/internal/pgtest"
+)
+
+// TestNetworkFaults is scenario 3: three Go worker processes reach
+// PostgreSQL through a fault proxy (internal/netfault, on 127.0.0.1)
+// that, in turn, every 2-3 s: adds 50 ms of latency each way for 2 s;
+// cuts every connection; partitions workers and database for 2 s
+// (nothing closed, nothing passes, new connections hang) and heals;
+// leaves every connection half-open (the server side closed, the
+// worker's side silent until the worker gives up on it). The enqueuer
+// reaches the database directly.
+//
+// Recovery is measured from the cut, the heal or the half-opening. A
+// half-open connection is noticed only when the call on it times out (10 s
+// for a claim or a completion); when every pooled connection is stuck
+// that way (the pool has max(4, CPUs) of them: a claim, two completion
+// writers and heartbeats), the next claim may wait for one of them to
+// time out first: that fault is allowed 3 timeouts and a margin, 35 s.
+func TestNetworkFaults(t *testing.T) {
+	direct := pgtest.URL(t)
+	s := openPG(t, direct)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := netfault.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr()
+	r := newRun(t, "network-faults", s, pgNow(s))
+	for _, slot := range []string{"w1", "w2", "w3"} {
+		r.worker(slot, goWorker("postgres", u.String()))
+	}
+	d := loadFor(20 * time.Second)
+	r.enqueue(d, 8, true)
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Add(4 * time.Second).Before(end); i++ {
+		time.Sleep(2*time.Second + time.Duration(i%2)*time.Second)
+		switch i % 4 {
+		case 0:
+			proxy.SetLatency(50 * time.Millisecond)
+			time.Sleep(2 * time.Second)
+			proxy.SetLatency(0)
+		case 1:
+			proxy.CutAll()
+			r.fault("connections cut", time.Now())
+		case 2:
+			proxy.Partition()
+			time.Sleep(2 * time.Second)
+			proxy.Heal()
+			r.fault("partition healed", time.Now())
+		case 3:
+			proxy.HalfOpenAll()
+			r.faultWithin("connections half-open", time.Now(), 35*time.Second)
+		}
+	}
+	r.waitEnqueued()
+	if err := r.drain(2 * time.Minute); err != nil {
+		t.Error(err)
+	}
+	res := r.finish()
+	res.checkResumed(t, "network-faults")
+}

@@ -1,0 +1,12 @@
+-- The store's churning tables (live jobs, ready marks, group rows, count
+-- deltas, unique keys) with
+-- their dead and live row counts from the statistics collector, and
+-- whether this role may vacuum them (owner, or member of the owner's
+-- role). Read by Store.Tidy, which vacuums a table once its dead rows
+-- outnumber its live ones; the figures lag by up to a second.
+SELECT c.relname, s.n_dead_tup, s.n_live_tup, pg_has_role(c.relowner, 'USAGE')
+FROM pg_class c
+JOIN pg_stat_user_tables s ON s.relid = c.oid
+WHERE c.oid IN ('readpast_jobs'::regclass, 'readpast_group_ready'::regclass, 'readpast_groups'::regclass,
+                'readpast_count_deltas'::regclass, 'readpast_unique_keys'::regclass)
+ORDER BY c.relname;

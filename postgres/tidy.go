@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrNotOwner is what Tidy returns, once, when the store's role does not
+// own the readpast tables and so cannot vacuum them.
+var ErrNotOwner = errors.New("postgres: the store's role does not own the readpast tables, so it cannot vacuum them; autovacuum alone keeps them (see docs/architecture.md)")
+
+// Tidy settings. Every claim and every finish leaves a dead row in the
+// live jobs table, and its index entries stay at the head of the claim
+// order until a vacuum removes them: each claim walks them all.
+// PostgreSQL's autovacuum visits a table at most once a minute by default
+// (autovacuum_naptime) whatever its thresholds, long enough for hundreds of
+// thousands of dead rows to pile up in front of a few thousand live ones.
+const (
+	// tidyMinDead is the fewest dead rows worth a vacuum.
+	tidyMinDead = 2000
+	// tidyInterval is the least time between two vacuums of a table by
+	// this store while they reclaim what they find.
+	tidyInterval = 5 * time.Second
+	// tidyMaxInterval caps the back-off when vacuums reclaim little,
+	// because a transaction held open somewhere keeps the dead rows
+	// visible to its snapshot: vacuuming then only costs.
+	tidyMaxInterval = 5 * time.Minute
+)
+
+// tidier remembers, per table, when Tidy may vacuum it next.
+type tidier struct {
+	mu      sync.Mutex
+	next    map[string]time.Time
+	wait    map[string]time.Duration
+	noOwner bool // this role may not vacuum the tables: Tidy does nothing
+}
+
+// Tidy folds the count deltas into the counts (see Stats), then vacuums
+// the store's churning tables (live jobs, ready marks, group rows, count
+// deltas) whose dead rows outnumber their live ones, at most once per
+// table every few seconds, and returns how many it vacuumed. It
+// implements readpast.Tidier; RunRescuer calls it. A vacuum never makes a
+// claim or a write wait (it takes no lock they conflict with), and skips
+// a table another vacuum is working on. When a vacuum reclaims little
+// (a transaction held open elsewhere keeps the rows visible), the table's
+// next vacuum waits twice as long, up to five minutes. When the store's
+// role does not own the tables, Tidy does nothing and says so once.
+func (s *Store) Tidy(ctx context.Context) (int, error) {
+	if err := s.FoldCounts(ctx); err != nil {
+		return 0, err
+	}
+	t := &s.tidy
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.noOwner {
+		return 0, nil
+	}
+	if t.next == nil {
+		t.next, t.wait = map[string]time.Time{}, map[string]time.Duration{}
+	}
+	type table struct {
+		name       string
+		dead, live int64
+	}
+	rows, err := s.pool.Query(ctx, deadRowsSQL)
+	if err != nil {
+		return 0, opErr("tidy", err)
+	}
+	var due []table
+	for rows.Next() {
+		var tb table
+		var owner bool
+		if err := rows.Scan(&tb.name, &tb.dead, &tb.live, &owner); err != nil {
+			rows.Close()
+			return 0, opErr("tidy", err)
+		}
+		if !owner {
+			t.noOwner = true
+			rows.Close()
+			return 0, ErrNotOwner
+		}
+		if tb.dead >= max(tidyMinDead, tb.live) && !time.Now().Before(t.next[tb.name]) {
+			due = append(due, tb)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, opErr("tidy", err)
+	}
+	done := 0
+	for _, tb := range due {
+		if _, err := s.pool.Exec(ctx, vacuumSQL[tb.name]); err != nil {
+			return done, opErr("vacuum "+tb.name, err)
+		}
+		done++
+		wait := tidyInterval
+		if left, err := s.deadRows(ctx, tb.name); err == nil && left*10 > tb.dead*9 {
+			// Less than a tenth reclaimed: the rows are still visible to
+			// some snapshot.
+			wait = min(max(2*t.wait[tb.name], tidyInterval), tidyMaxInterval)
+		}
+		t.wait[tb.name] = wait
+		t.next[tb.name] = time.Now().Add(wait)
+	}
+	return done, nil
+}
+
+// deadRows returns the dead rows of table that the statistics report.
+func (s *Store) deadRows(ctx context.Context, table string) (int64, error) {
+	rows, err := s.pool.Query(ctx, deadRowsSQL)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var dead, live int64
+		var owner bool
+		if err := rows.Scan(&name, &dead, &live, &owner); err != nil {
+			return 0, err
+		}
+		if name == table {
+			return dead, nil
+		}
+	}
+	return 0, rows.Err()
+}
+
+// foldBatch bounds one fold statement.
+const foldBatch = 10000
+
+// FoldCounts folds every count delta written so far into the counts, in
+// batches; Stats then reads fewer rows. Tidy calls it. Only one process
+// folds at a time; the others' calls return at once.
+func (s *Store) FoldCounts(ctx context.Context) error {
+	for {
+		var n int
+		if err := s.pool.QueryRow(ctx, foldCountsSQL, foldBatch).Scan(&n); err != nil {
+			return opErr("fold counts", err)
+		}
+		if n < foldBatch {
+			return nil
+		}
+	}
+}

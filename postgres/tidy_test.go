@@ -1,0 +1,157 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+)
+
+// churn enqueues, claims and completes n jobs: each leaves two dead rows
+// in the live table (the claim's old version and the finished row).
+func churn(t *testing.T, s *postgres.Store, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for n > 0 {
+		k := min(n, 1000)
+		ps := make([]readpast.EnqueueParams, k)
+		for i := range ps {
+			ps[i] = readpast.EnqueueParams{Kind: "k"}
+		}
+		if _, err := s.Enqueue(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: k, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := make([]readpast.Completion, len(jobs))
+		for i, j := range jobs {
+			cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+		}
+		if _, err := s.Complete(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		n -= k
+	}
+}
+
+// deadRows waits until the statistics (flushed by each backend about once
+// a second) report at least min dead rows in the live table, and returns
+// them.
+func deadRows(t *testing.T, s *postgres.Store, atLeast int64) int64 {
+	t.Helper()
+	var dead int64
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := s.Pool().QueryRow(context.Background(),
+			"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'readpast_jobs'::regclass").Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		if dead >= atLeast || time.Now().After(deadline) {
+			return dead
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTidyVacuumsTheLiveTable: once dead rows outnumber live ones, Tidy
+// vacuums the live table, then leaves it alone for a while; when a
+// snapshot held open elsewhere keeps the dead rows, it backs off.
+func TestTidyVacuumsTheLiveTable(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	churn(t, s, 4000)
+	if dead := deadRows(t, s, 4000); dead < 4000 {
+		t.Fatalf("the statistics show %d dead rows after 4000 finished jobs", dead)
+	}
+	n, err := s.Tidy(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("Tidy = %d, %v; want the live table vacuumed", n, err)
+	}
+	if dead := deadRows(t, s, 0); dead > 400 {
+		t.Errorf("%d dead rows left after the vacuum", dead)
+	}
+	if w := postgres.TidyWait(s, "readpast_jobs"); w != 5*time.Second {
+		t.Errorf("next vacuum after %v, want 5s", w)
+	}
+	vacuumed := time.Now()
+
+	// A snapshot held open from here on keeps every row that dies after
+	// it: the next vacuum reclaims nothing, and the wait doubles.
+	conn, err := pgx.Connect(ctx, s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil {
+		t.Fatal(err)
+	}
+	churn(t, s, 4000)
+	deadRows(t, s, 4000)
+	if n, err := s.Tidy(ctx); err != nil || n != 0 {
+		t.Errorf("Tidy right after a vacuum = %d, %v; want nothing", n, err)
+	}
+	time.Sleep(time.Until(vacuumed.Add(5 * time.Second))) // the previous vacuum's interval
+	if n, err := s.Tidy(ctx); err != nil || n != 1 {
+		t.Fatalf("Tidy with a snapshot held = %d, %v; want a vacuum", n, err)
+	}
+	if w := postgres.TidyWait(s, "readpast_jobs"); w != 10*time.Second {
+		t.Errorf("next vacuum after %v, want 10s: the vacuum reclaimed nothing", w)
+	}
+}
+
+// TestTidyNeedsOwnership: a store whose role does not own the tables does
+// nothing, and says so once.
+func TestTidyNeedsOwnership(t *testing.T) {
+	ctx := context.Background()
+	owner := newStore(t)
+	t.Cleanup(func() { owner.Close() })
+	role := fmt.Sprintf("tidy_other_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		// Roles belong to the whole server, which may be given by URL.
+		for _, q := range []string{"DROP OWNED BY " + role, "DROP ROLE " + role} {
+			if _, err := owner.Pool().Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	})
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO " + role,
+		"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO " + role,
+	} {
+		if _, err := owner.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := url.Parse(owner.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	other, err := postgres.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	if _, err := other.Tidy(ctx); err == nil || !errors.Is(err, postgres.ErrNotOwner) {
+		t.Fatalf("Tidy as another role: %v, want ErrNotOwner", err)
+	}
+	if n, err := other.Tidy(ctx); n != 0 || err != nil {
+		t.Fatalf("Tidy again: %d, %v; want nothing, silently", n, err)
+	}
+}
