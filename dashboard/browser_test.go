@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -73,6 +74,7 @@ func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
 	t.Run("jobs", func(t *testing.T) { b.t = t; testBrowserJobs(b, bk, s) })
 	t.Run("job page", func(t *testing.T) { b.t = t; testBrowserJob(b, s) })
 	t.Run("actions", func(t *testing.T) { b.t = t; testBrowserActions(b, st, s) })
+	t.Run("schedules", func(t *testing.T) { b.t = t; testBrowserSchedules(b, st, s) })
 	t.Run("keyboard", func(t *testing.T) { b.t = t; testBrowserKeyboard(b, st) })
 	t.Run("phone and dark", func(t *testing.T) { b.t = t; testBrowserPhoneDark(b, s) })
 	t.Run("forged posts", func(t *testing.T) { b.t = t; testBrowserForgery(b, st, s) })
@@ -83,6 +85,9 @@ func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
 // seeded names the jobs the test acts on.
 type seeded struct {
 	failed, pending, running, scheduled, long, needle int64
+	// nightlyJob is the job the schedule nightly-report made at its last
+	// run.
+	nightlyJob int64
 }
 
 // seed fills the database: an hour of finished jobs in four queues (for
@@ -132,7 +137,36 @@ func seed(t *testing.T, bk *backend) seeded {
 	s.long = enqueue(readpast.EnqueueParams{Kind: "render", Queue: "reports",
 		Payload: []byte(`{"blob":"` + strings.Repeat("abcdefghij", 3000) + `","rows":[` + strings.Repeat(`{"a":1,"b":"two"},`, 200) + `{}]}`)})[0].ID
 	s.pending = enqueue(readpast.EnqueueParams{Kind: "render", Queue: "reports", Payload: []byte(`{"report":"weekly"}`)})[0].ID
+	s.nightlyJob = seedSchedules(t, st)
 	return s
+}
+
+// seedSchedules puts two schedules whose ticks do not come during the
+// test: nightly-report, which made a job at last night's tick (the job's
+// id is returned), and hourly-sync, paused.
+func seedSchedules(t *testing.T, st testStore) int64 {
+	t.Helper()
+	ctx := context.Background()
+	n, _, err := st.PutSchedule(ctx, readpast.ScheduleParams{Name: "nightly-report", Cron: "0 3 * * *", TimeZone: "Europe/Paris",
+		CatchUp: readpast.CatchUpOnce, Job: readpast.EnqueueParams{Kind: "report", Queue: "nightly"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.NextRunAt == nil {
+		t.Fatalf("schedule without a next run: %+v", n)
+	}
+	// The run a scheduler made a day before the next tick.
+	last := n.NextRunAt.Add(-24 * time.Hour)
+	fired, job, err := st.FireSchedule(ctx, readpast.Firing{Name: n.Name, Version: n.Version, Expect: *n.NextRunAt, Tick: &last, Next: n.NextRunAt})
+	if err != nil || !fired || job == nil {
+		t.Fatalf("fire: %v %v %v", fired, job, err)
+	}
+	paused := true
+	if _, _, err := st.PutSchedule(ctx, readpast.ScheduleParams{Name: "hourly-sync", Cron: "@every 1h",
+		Job: readpast.EnqueueParams{Kind: "sync"}, Paused: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	return job.ID
 }
 
 func testBrowserLogin(b *browser) {
@@ -242,7 +276,7 @@ func testBrowserJobs(b *browser, bk *backend, s seeded) {
 		b.nav("/jobs")
 		for sel, v := range map[string]string{"#f-queue": queue, "#f-kind": kind, "#f-group": group, "#f-q": text} {
 			if v != "" {
-				b.do(chromedp.SendKeys(chromedp.CSS(sel), v))
+				b.do(chromedp.SetValue(chromedp.CSS(sel), v))
 			}
 		}
 		if state != "" {
@@ -384,6 +418,57 @@ func testBrowserActions(b *browser, st testStore, s seeded) {
 	}
 }
 
+// testBrowserSchedules: the schedules page shows each schedule with its
+// next and last run, and pauses and resumes one.
+func testBrowserSchedules(b *browser, st testStore, s seeded) {
+	ctx := context.Background()
+	schedule := func(name string) *readpast.Schedule {
+		b.t.Helper()
+		sc, err := st.GetSchedule(ctx, name)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		return sc
+	}
+	b.nav("/")
+	b.click("nav a[href='/schedules']")
+	b.waitVisible("table.schedules")
+	row := "#schedule-nightly-report"
+	b.wantText(row, "active")
+	b.wantText(row, "0 3 * * *")
+	b.wantText(row, "Europe/Paris")
+	b.wantText(row, "report in nightly")
+	n := schedule("nightly-report")
+	b.wantText(row+" td.next", timestamp(*n.NextRunAt))
+	b.wantText(row+" td.next", "(in ")
+	b.wantText(row+" td.last", timestamp(*n.LastRunAt))
+	b.wantText(row+" td.last", fmt.Sprintf("job %d", s.nightlyJob))
+	b.wantText(row, "one job for all")
+	b.wantText("#schedule-hourly-sync", "paused")
+	b.wantText("#schedule-hourly-sync td.next", "—")
+	b.wantText("#schedule-hourly-sync td.last", "never")
+	b.checkLabels()
+	b.shot("schedules")
+
+	b.submit("button[aria-label='Pause schedule nightly-report']", http.StatusOK)
+	b.wantText(".flash", "Schedule paused")
+	b.wantText(row, "paused")
+	if sc := schedule("nightly-report"); !sc.Paused || sc.NextRunAt != nil {
+		b.t.Fatalf("after pause: paused %v, next %v", sc.Paused, sc.NextRunAt)
+	}
+	b.shot("schedule-paused")
+	b.submit("button[aria-label='Resume schedule nightly-report']", http.StatusOK)
+	b.wantText(".flash", "Schedule resumed")
+	b.wantText(row, "active")
+	if sc := schedule("nightly-report"); sc.Paused || sc.NextRunAt == nil || !sc.NextRunAt.Equal(*n.NextRunAt) {
+		b.t.Fatalf("after resume: paused %v, next %v, want %v", sc.Paused, sc.NextRunAt, n.NextRunAt)
+	}
+	// The last run's job is a link to it.
+	b.click(fmt.Sprintf("%s td.last a[href='/jobs/%d']", row, s.nightlyJob))
+	b.wantText("h1", fmt.Sprintf("Job %d", s.nightlyJob))
+	b.wantText(".facts", "nightly")
+}
+
 // testBrowserKeyboard: the first Tab reaches the skip link, which moves
 // the focus to the content; links and buttons work from the keyboard.
 func testBrowserKeyboard(b *browser, st testStore) {
@@ -428,7 +513,7 @@ func testBrowserKeyboard(b *browser, st testStore) {
 // dark mode the page is dark.
 func testBrowserPhoneDark(b *browser, s seeded) {
 	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
-	for _, path := range []string{"/", "/jobs", fmt.Sprintf("/jobs/%d", s.failed), fmt.Sprintf("/jobs/%d", s.long)} {
+	for _, path := range []string{"/", "/jobs", "/schedules", fmt.Sprintf("/jobs/%d", s.failed), fmt.Sprintf("/jobs/%d", s.long)} {
 		b.nav(path)
 		b.noOverflow()
 	}
@@ -456,13 +541,45 @@ func testBrowserPhoneDark(b *browser, s seeded) {
 // refuses it; from another site (localhost) the cookie stays behind too.
 // The job is untouched either way.
 func testBrowserForgery(b *browser, st testStore, s seeded) {
-	target := fmt.Sprintf("%s/jobs/%d/cancel", b.base, s.pending)
+	ctx := context.Background()
+	// The forms the evil page makes, and the check that nothing changed.
+	targets := []struct {
+		path      string
+		unchanged func() error
+	}{
+		{fmt.Sprintf("/jobs/%d/cancel", s.pending), func() error {
+			if j, err := st.Get(ctx, s.pending); err != nil || j.State != readpast.StatePending {
+				return fmt.Errorf("after a forged cancel the job is %v (%v)", j.State, err)
+			}
+			return nil
+		}},
+		{"/schedules/nightly-report/pause", func() error {
+			if sc, err := st.GetSchedule(ctx, "nightly-report"); err != nil || sc.Paused {
+				return fmt.Errorf("after a forged pause the schedule is paused: %v (%v)", sc.Paused, err)
+			}
+			return nil
+		}},
+		{"/queues/mail/pause", func() error {
+			qs, err := st.Queues(ctx)
+			for _, q := range qs {
+				if q.Name == "mail" && q.Paused {
+					return errors.New("after a forged pause the queue is paused")
+				}
+			}
+			return err
+		}},
+	}
 	evil := http.NewServeMux()
-	evil.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+	evil.HandleFunc("GET /{target}", func(w http.ResponseWriter, r *http.Request) {
+		i, err := strconv.Atoi(r.PathValue("target"))
+		if err != nil || i < 0 || i >= len(targets) {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, `<!doctype html><title>evil</title>
-<form id="f" method="post" action="%s"><input name="csrf" value="guessed"><input name="next" value="/"></form>
-<script>document.getElementById('f').submit()</script>`, target)
+<form id="f" method="post" action="%s%s"><input name="csrf" value="guessed"><input name="next" value="/"></form>
+<script>document.getElementById('f').submit()</script>`, b.base, targets[i].path)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -472,21 +589,25 @@ func testBrowserForgery(b *browser, st testStore, s seeded) {
 	go hs.Serve(ln)
 	defer hs.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	for _, origin := range []struct{ name, url string }{
-		{"same site", fmt.Sprintf("http://127.0.0.1:%d/", port)},
-		{"cross site", fmt.Sprintf("http://localhost:%d/", port)},
+	for _, origin := range []struct{ name, host string }{
+		{"same site", "127.0.0.1"},
+		{"cross site", "localhost"},
 	} {
-		resp := b.load(chromedp.Navigate(origin.url))
-		// The form posts itself: wait for the dashboard's answer.
-		b.waitLocation(target)
-		b.waitVisible("main")
-		status := b.evalInt(`performance.getEntriesByType('navigation')[0].responseStatus || 0`)
-		if status != http.StatusForbidden && status != http.StatusUnauthorized {
-			b.t.Errorf("%s: the forged post was answered %d (evil page %d)", origin.name, status, resp.Status)
-		}
-		b.shot("forged-post-" + strings.ReplaceAll(origin.name, " ", "-"))
-		if j, err := st.Get(context.Background(), s.pending); err != nil || j.State != readpast.StatePending {
-			b.t.Fatalf("%s: after a forged cancel the job is %v (%v)", origin.name, j.State, err)
+		for i, target := range targets {
+			resp := b.load(chromedp.Navigate(fmt.Sprintf("http://%s:%d/%d", origin.host, port, i)))
+			// The form posts itself: wait for the dashboard's answer.
+			b.waitLocation(b.base + target.path)
+			b.waitVisible("main")
+			status := b.evalInt(`performance.getEntriesByType('navigation')[0].responseStatus || 0`)
+			if status != http.StatusForbidden && status != http.StatusUnauthorized {
+				b.t.Errorf("%s, %s: the forged post was answered %d (evil page %d)", origin.name, target.path, status, resp.Status)
+			}
+			if i == 0 {
+				b.shot("forged-post-" + strings.ReplaceAll(origin.name, " ", "-"))
+			}
+			if err := target.unchanged(); err != nil {
+				b.t.Fatalf("%s, %s: %v", origin.name, target.path, err)
+			}
 		}
 	}
 }
@@ -503,31 +624,55 @@ func testBrowserReadOnly(b *browser, st testStore, s seeded) {
 		b.t.Errorf("read-only overview has %d action forms", n)
 	}
 	b.shot("overview-readonly")
+	b.nav("/schedules")
+	b.waitVisible("table.schedules")
+	if n := b.evalInt(`document.querySelectorAll('table.schedules form, table.schedules button').length`); n != 0 {
+		b.t.Errorf("read-only schedules page has %d actions", n)
+	}
 	for _, id := range []int64{s.pending, s.failed} {
 		b.nav(fmt.Sprintf("/jobs/%d", id))
 		if n := b.evalInt(`document.querySelectorAll('.actions, [id^=action-]').length`); n != 0 {
 			b.t.Errorf("read-only job page %d shows %d actions", id, n)
 		}
 	}
-	// Make the form the page does not offer, with this login's own form
-	// token (the logout form's), and post it.
-	b.nav(fmt.Sprintf("/jobs/%d", s.pending))
-	resp := b.load(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(function () {
+	// Make the forms the pages do not offer, with this login's own form
+	// token (the logout form's), and post them.
+	post := func(path string) {
+		b.t.Helper()
+		b.nav("/")
+		resp := b.load(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(function () {
   var f = document.createElement('form');
   f.method = 'post';
-  f.action = '/jobs/%d/cancel';
+  f.action = %q;
   var c = document.querySelector('input[name=csrf]').cloneNode();
   f.appendChild(c);
   document.body.appendChild(f);
   f.submit();
-})()`, s.pending)))
-	if resp.Status != http.StatusForbidden || resp.URL != fmt.Sprintf("%s/jobs/%d/cancel", b.base, s.pending) {
-		b.t.Errorf("a read-only action was answered %d (%s)", resp.Status, resp.URL)
+})()`, path)))
+		if resp.Status != http.StatusForbidden || resp.URL != b.base+path {
+			b.t.Errorf("a read-only %s was answered %d (%s)", path, resp.Status, resp.URL)
+		}
+		b.wantText(".error", "may only look")
 	}
-	b.wantText(".error", "may only look")
+	ctx := context.Background()
+	post(fmt.Sprintf("/jobs/%d/cancel", s.pending))
 	b.shot("readonly-refused")
-	if j, err := st.Get(context.Background(), s.pending); err != nil || j.State != readpast.StatePending {
+	if j, err := st.Get(ctx, s.pending); err != nil || j.State != readpast.StatePending {
 		b.t.Fatalf("a read-only login changed the job: %v (%v)", j.State, err)
+	}
+	post("/schedules/nightly-report/pause")
+	if sc, err := st.GetSchedule(ctx, "nightly-report"); err != nil || sc.Paused {
+		b.t.Fatalf("a read-only login paused the schedule: %v (%v)", sc.Paused, err)
+	}
+	post("/queues/mail/pause")
+	qs, err := st.Queues(ctx)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Paused {
+			b.t.Fatalf("a read-only login paused queue %s", q.Name)
+		}
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package dashboard serves readpast's web dashboard: an overview of the
 // queues (counts, throughput and latency over the last hour, busiest
 // groups, refreshed live), a job list with filters and text search, each
-// job's page, and the actions an operator takes (retry, cancel, run now,
-// pause and resume a queue).
+// job's page, the periodic schedules, and the actions an operator takes
+// (retry, cancel, run now, pause and resume a queue or a schedule).
 //
 // Pages are rendered on the server with html/template; the few lines of
 // JavaScript that refresh the overview, the stylesheet and the icon are
@@ -147,6 +147,8 @@ func (h *Handler) routes() {
 	page("GET /jobs/{id}", h.jobPage)
 	page("POST /jobs/{id}/{action}", h.jobAction)
 	page("POST /queues/{name}/{action}", h.queueAction)
+	page("GET /schedules", h.schedulesPage)
+	page("POST /schedules/{name}/{action}", h.scheduleAction)
 	page("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /login", h.loginPage)
 	h.mux.HandleFunc("POST /login", h.login)

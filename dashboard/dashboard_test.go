@@ -245,6 +245,53 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
+// TestSchedules: the schedules page lists the schedules, with their
+// actions for full access only; an unknown schedule or action is a 404
+// and a read-only token's pause is refused.
+func TestSchedules(t *testing.T) {
+	e := newEnv(t, true)
+	ctx := context.Background()
+	if _, _, err := e.store.PutSchedule(ctx, readpast.ScheduleParams{Name: "nightly/eu", Cron: "@daily", Job: readpast.EnqueueParams{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	full := e.do(req{path: "/schedules", token: fullToken})
+	action := `action="/schedules/nightly%2Feu/pause"`
+	if full.status != http.StatusOK || !strings.Contains(full.body, action) {
+		t.Fatalf("schedules, full access: %d\n%s", full.status, full.body)
+	}
+	ro := e.do(req{path: "/schedules", token: readToken})
+	if ro.status != http.StatusOK || !strings.Contains(ro.body, "nightly/eu") || strings.Contains(ro.body, "/pause") {
+		t.Fatalf("schedules, read-only: %d\n%s", ro.status, ro.body)
+	}
+	csrf := csrfOf(t, full.body)
+	for _, c := range []struct {
+		path, token string
+		status      int
+	}{
+		{"/schedules/nosuch/pause", fullToken, http.StatusNotFound},
+		{"/schedules/nightly%2Feu/delete", fullToken, http.StatusNotFound},
+		{"/schedules/nightly%2Feu/pause", readToken, http.StatusForbidden},
+	} {
+		if r := e.do(req{method: "POST", path: c.path, token: c.token, form: url.Values{csrfField: {csrf}}}); r.status != c.status {
+			t.Errorf("POST %s: %d, want %d", c.path, r.status, c.status)
+		}
+	}
+	if sc, err := e.store.GetSchedule(ctx, "nightly/eu"); err != nil || sc.Paused {
+		t.Fatalf("the schedule was paused: %+v %v", sc, err)
+	}
+	r := e.do(req{method: "POST", path: "/schedules/nightly%2Feu/pause", token: fullToken, form: url.Values{csrfField: {csrf}}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/schedules?done=schedule-pause" {
+		t.Fatalf("pause: %d to %q", r.status, r.header.Get("Location"))
+	}
+	if sc, err := e.store.GetSchedule(ctx, "nightly/eu"); err != nil || !sc.Paused {
+		t.Fatalf("the schedule is not paused: %+v %v", sc, err)
+	}
+	if p := e.do(req{path: "/schedules?done=schedule-pause", token: fullToken}); !strings.Contains(p.body, "Schedule paused") ||
+		!strings.Contains(p.body, `action="/schedules/nightly%2Feu/resume"`) {
+		t.Fatalf("after the pause:\n%s", p.body)
+	}
+}
+
 // TestForgery: an action needs the form's token, and a browser request
 // from another origin is refused before that.
 func TestForgery(t *testing.T) {

@@ -59,6 +59,14 @@ func TestSpeed(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A hundred schedules, for the schedules page.
+	for i := range 100 {
+		if _, _, err := st.PutSchedule(ctx, readpast.ScheduleParams{Name: fmt.Sprintf("speed-%03d", i), Cron: fmt.Sprintf("%d 3 * * *", i%60),
+			TimeZone: "Europe/Paris", Job: readpast.EnqueueParams{Kind: "report", Queue: "reports"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	h, err := New(Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +139,7 @@ func TestSpeed(t *testing.T) {
 		fmt.Sprintf("/jobs/%d", failedID),
 		fmt.Sprintf("/jobs/%d", pendingID),
 		fmt.Sprintf("/jobs/%d", runningID),
+		"/schedules",
 	}
 	const runs = 7
 	var report strings.Builder
@@ -177,6 +186,8 @@ func TestSpeed(t *testing.T) {
 		fmt.Sprintf("/jobs/%d/cancel", failedID),
 		"/queues/mail/pause",
 		"/queues/mail/resume",
+		"/schedules/speed-007/pause",
+		"/schedules/speed-007/resume",
 	} {
 		fmt.Fprintf(&report, "%-60s %8s\n", p, post(p).Round(100*time.Microsecond))
 	}
