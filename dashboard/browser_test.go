@@ -902,8 +902,8 @@ func (b *browser) other(t *testing.T) *browser {
 	return &browser{t: t, ctx: ctx, alloc: b.alloc, name: b.name, base: b.base, shots: b.shots, shotSeq: 100}
 }
 
-// step bounds one browser action.
-const step = 20 * time.Second
+// step bounds one browser action (generous: CI machines may be busy).
+const step = 45 * time.Second
 
 func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
@@ -1008,10 +1008,20 @@ func (b *browser) text(sel string) string {
 	return s
 }
 
+// wantText fails unless the element's text has want in it. It looks
+// again for a few seconds: the overview's live refresh may be swapping
+// the element for a new one just then.
 func (b *browser) wantText(sel, want string) {
 	b.t.Helper()
-	if got := b.text(sel); !strings.Contains(got, want) {
-		b.t.Fatalf("%s shows %q, want %q in it (at %s)", sel, got, want, b.location())
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+	defer cancel()
+	js, _ := json.Marshal(sel)
+	w, _ := json.Marshal(want)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`(function () {
+  var e = document.querySelector(%s);
+  return !!e && e.innerText.indexOf(%s) >= 0;
+})()`, js, w), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		b.t.Fatalf("%s shows %q, want %q in it (at %s)", sel, b.text(sel), want, b.location())
 	}
 }
 
