@@ -16,12 +16,12 @@ import (
 // The job list reads pages of pageSize jobs, examining at most scanFilter
 // jobs per page (scanText when searching text, which costs more per job):
 // its cost stays bounded however rare the matches are. On PostgreSQL a
-// page examining 50,000 jobs takes about 25 ms on an idle 2-core machine
-// and 75 ms on a busy one (docs/dashboard.md, "Speed").
+// page that examines its whole budget takes about 80 ms (50 with text) on
+// a busy 2-core machine (docs/dashboard.md, "Speed").
 const (
 	pageSize   = 50
 	scanFilter = 50_000
-	scanText   = 20_000
+	scanText   = 10_000
 )
 
 // filter is the job list's selection, from the query string.
