@@ -22,6 +22,7 @@ const (
 	DefaultFetchLimit   = 1000
 	// DefaultCompleteWindow: see Config.CompleteWindow.
 	DefaultCompleteWindow = time.Millisecond
+	DefaultMaxSnoozes     = 100
 )
 
 // QueueConfig configures the workers of one queue.
@@ -61,6 +62,11 @@ type Config struct {
 	// own (HandlerOptions): the handler's ctx ends after it and the attempt
 	// fails with a *TimeoutError. Zero means no bound.
 	JobTimeout time.Duration
+	// MaxSnoozes is how many times one job may be snoozed (a handler
+	// returning Snooze): a handler that snoozes a job that many times
+	// already fails the attempt instead, with an error saying so.
+	// Defaults to DefaultMaxSnoozes.
+	MaxSnoozes int
 	// Retention deletes finished jobs once they are this old, per state,
 	// every RetentionInterval. The zero value keeps everything.
 	Retention Retention
@@ -110,6 +116,7 @@ func (c Config) withDefaults() Config {
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
 	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
 	c.CompleteWindow = cmp.Or(c.CompleteWindow, DefaultCompleteWindow)
+	c.MaxSnoozes = cmp.Or(c.MaxSnoozes, DefaultMaxSnoozes)
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy
 	}
@@ -142,6 +149,9 @@ func (c Config) validate() error {
 	}
 	if c.JobTimeout < 0 {
 		return invalid("JobTimeout", "must not be negative (zero means no timeout)")
+	}
+	if c.MaxSnoozes < 1 || c.MaxSnoozes > 1_000_000 {
+		return invalid("MaxSnoozes", "must be between 1 and 1000000 (zero takes the default, %d)", DefaultMaxSnoozes)
 	}
 	if c.Retention.Succeeded < 0 || c.Retention.Failed < 0 || c.Retention.Cancelled < 0 {
 		return invalid("Retention", "must not be negative")

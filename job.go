@@ -99,6 +99,12 @@ type Job struct {
 	// key was held: nothing was created, and this is the job that holds
 	// the key (pending, running, or finished within the key's period).
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Tags are the job's tags (EnqueueParams.Tags), each once, in the
+	// order given; empty for none.
+	Tags []string `json:"tags"`
+	// Snoozes counts how many times a handler snoozed the job
+	// (Store.Snooze). A manual Retry resets it.
+	Snoozes int `json:"snoozes"`
 }
 
 // EnqueueParams describes one job to enqueue. Zero values take defaults.
@@ -130,6 +136,11 @@ type EnqueueParams struct {
 	// an enqueue retried after a lost answer creates nothing. Zero: the
 	// key is freed when the job finishes. Requires UniqueKey.
 	UniqueFor time.Duration
+	// Tags label the job for listing (ListParams.Tag) and bulk actions
+	// (JobFilter.Tag): at most MaxTags, each a name like a queue's
+	// (1..MaxNameLen printable characters without spaces). A tag given
+	// twice is kept once. Tags never change after the enqueue.
+	Tags []string
 }
 
 // Defaults and limits shared by every store.
@@ -144,6 +155,10 @@ const (
 	MaxUniqueKeyLen = 255
 	// MaxUniqueFor caps EnqueueParams.UniqueFor.
 	MaxUniqueFor = 366 * 24 * time.Hour
+	// MaxTags caps EnqueueParams.Tags.
+	MaxTags = 20
+	// MaxSnooze caps the delay of one snooze (Store.Snooze).
+	MaxSnooze = 366 * 24 * time.Hour
 )
 
 // ClaimParams asks for up to Limit jobs.
@@ -184,6 +199,8 @@ type ListParams struct {
 	State JobState
 	Kind  string
 	Group string
+	// Tag keeps the jobs that carry this tag.
+	Tag string
 	// Limit defaults to 100 and is capped at 1000.
 	Limit int
 	// Cursor continues a previous listing (from ListResult.Next).
@@ -259,3 +276,21 @@ func SortStats(st []QueueStats) {
 		return rank[st[i].State] < rank[st[j].State]
 	})
 }
+
+// JobFilter selects the jobs of a bulk action (Store.BulkRetry, BulkCancel,
+// BulkDelete). A job matches when it matches every field that is set; at
+// least one must be set, so that no bulk action touches every job by
+// accident.
+type JobFilter struct {
+	Queue string `json:"queue,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// State narrows the states the action applies to; it must be one of
+	// them (BulkRetry: failed, cancelled; BulkCancel: pending, running;
+	// BulkDelete: succeeded, failed, cancelled).
+	State JobState `json:"state,omitempty"`
+	Tag   string   `json:"tag,omitempty"`
+	Group string   `json:"group,omitempty"`
+}
+
+// BulkBatch is how many jobs a bulk action changes per transaction.
+const BulkBatch = 1000

@@ -204,6 +204,18 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 		}
 		return
 	}
+	var snooze *SnoozeError
+	if errors.As(err, &snooze) && !errors.Is(cause, ErrHandlerTimeout) {
+		switch bad := CheckSnooze(snooze.Delay); {
+		case bad != nil:
+			err = fmt.Errorf("%w (the handler returned: %w)", bad, err)
+		case job.Snoozes < c.cfg.MaxSnoozes:
+			p.writeSnooze(job, snooze.Delay, log)
+			return
+		default:
+			err = fmt.Errorf("job snoozed %d times, the limit (Config.MaxSnoozes), and asked to snooze again: %w", job.Snoozes, err)
+		}
+	}
 	if errors.Is(cause, ErrHandlerTimeout) {
 		err = &TimeoutError{Timeout: timeout, Err: err}
 	}
@@ -251,6 +263,28 @@ func (p *producer) writeFailure(f Failure, log *slog.Logger) {
 		log.Warn("record failure", slog.Any("error", err))
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// writeSnooze snoozes a job, retrying store errors for a while; if it
+// never lands, the lease expires and the job is rescued.
+func (p *producer) writeSnooze(job *Job, d time.Duration, log *slog.Logger) {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		err := p.client.store.Snooze(ctx, job.ID, job.Token, d)
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("job snoozed", slog.Duration("for", d), slog.Int("snoozes", job.Snoozes+1))
+			return
+		case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound):
+			log.Warn("snooze not recorded", slog.Any("error", err))
+			return
+		case attempt == 5:
+			log.Error("snooze; the lease will expire instead", slog.Any("error", err))
+			return
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
 }
 

@@ -166,6 +166,8 @@ func (p ScheduleParams) Normalize(now time.Time) (ScheduleParams, *CronSchedule,
 		return p, nil, invalid("job.run_at", "a tick's job runs at its tick; leave it out")
 	case p.Job.UniqueKey != "" || p.Job.UniqueFor != 0:
 		return p, nil, invalid("job.unique_key", "each tick makes exactly one job already; leave it out")
+	case len(p.Job.Tags) > 0:
+		return p, nil, invalid("job.tags", "schedules do not tag their jobs; leave it out")
 	}
 	j, err := p.Job.Normalize(now)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // Normalize helpers of this package, and validate again where a bad value
 // could corrupt data.
 //
-// Every write by a worker (Complete, Fail, Extend, Release) applies only when
+// Every write by a worker (Complete, Fail, Extend, Release, Snooze) applies only when
 // the job's id, claim token and running state all match; otherwise it
 // changes nothing and reports ErrStaleToken (or ErrNotFound).
 type Store interface {
@@ -41,6 +41,13 @@ type Store interface {
 	// Release gives a running job back unworked: it is pending again at once
 	// and the attempt is not counted.
 	Release(ctx context.Context, id int64, token string) error
+	// Snooze puts a running job back to pending at now+d (0 <= d <=
+	// MaxSnooze) without counting the attempt, frees its group slot and
+	// adds one to its Snoozes. Fenced like Release: a token that is not
+	// current changes nothing and returns ErrStaleToken (ErrNotFound for
+	// an unknown id). Limits on the number of snoozes are the caller's
+	// (Config.MaxSnoozes).
+	Snooze(ctx context.Context, id int64, token string, d time.Duration) error
 	// Cancel moves a pending or running job to cancelled. A running job's
 	// token stops being current. ErrInvalidState for a finished job.
 	Cancel(ctx context.Context, id int64) (*Job, error)
@@ -48,6 +55,29 @@ type Store interface {
 	// from history with its attempts reset; a pending job runs now.
 	// ErrInvalidState for running and succeeded jobs.
 	Retry(ctx context.Context, id int64) (*Job, error)
+	// Delete deletes a finished (succeeded, failed or cancelled) job, its
+	// tags, and its unique key if it still holds one. ErrInvalidState for
+	// a pending or running job, ErrNotFound for an unknown id.
+	Delete(ctx context.Context, id int64) error
+	// BulkRetry retries, as Retry does, every failed and cancelled job
+	// that f matches (f.Normalize(BulkRetryAction)), and returns how many
+	// it retried. A job whose unique key another job holds is left alone.
+	// Like every bulk action it works in batches of BulkBatch jobs, each
+	// in a short transaction of its own, walking the matching jobs by id:
+	// a job that matches only once the action has walked past its id is
+	// not touched, and an error leaves the batches before it applied.
+	BulkRetry(ctx context.Context, f JobFilter) (int, error)
+	// BulkCancel cancels, as Cancel does, every pending and running job
+	// that f matches (f.Normalize(BulkCancelAction)), and returns how many
+	// it cancelled: cancelled running jobs' tokens stop being current,
+	// their group slots are freed and their unique keys released. It
+	// never makes a claim wait for long (PostgreSQL: rows other
+	// transactions hold are skipped and tried again after the walk).
+	BulkCancel(ctx context.Context, f JobFilter) (int, error)
+	// BulkDelete deletes, as Delete does, every finished job that f
+	// matches (f.Normalize(BulkDeleteAction)), and returns how many it
+	// deleted.
+	BulkDelete(ctx context.Context, f JobFilter) (int, error)
 	// Get returns a live or finished job.
 	Get(ctx context.Context, id int64) (*Job, error)
 	// List returns jobs matching p, newest first.

@@ -3,6 +3,9 @@ package readpast
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -59,7 +62,91 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	if p.UniqueFor > 0 && p.UniqueKey == "" {
 		return p, invalid("unique_for", "needs a unique_key")
 	}
+	tags, err := normalizeTags(p.Tags)
+	if err != nil {
+		return p, err
+	}
+	p.Tags = tags
 	return p, nil
+}
+
+// normalizeTags checks tags (at most MaxTags names) and drops repeats,
+// keeping the first of each. It returns nil for none.
+func normalizeTags(tags []string) ([]string, error) {
+	if len(tags) == 0 {
+		return nil, nil
+	}
+	if len(tags) > MaxTags {
+		return nil, invalid("tags", "%d tags, at most %d allowed", len(tags), MaxTags)
+	}
+	out := make([]string, 0, len(tags))
+	for i, t := range tags {
+		if err := checkName("tags", t, true); err != nil {
+			var fe *FieldError
+			errors.As(err, &fe)
+			return nil, invalid("tags", "tag %d (%q) %s", i, t, fe.Message)
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// CheckSnooze reports whether d is a usable snooze delay: between 0 and
+// MaxSnooze.
+func CheckSnooze(d time.Duration) error {
+	if d < 0 || d > MaxSnooze {
+		return invalid("snooze", "must be between 0 and %s", MaxSnooze)
+	}
+	return nil
+}
+
+// The bulk actions, for JobFilter.Normalize.
+const (
+	BulkRetryAction  = "retry"
+	BulkCancelAction = "cancel"
+	BulkDeleteAction = "delete"
+)
+
+// BulkStates returns the states bulk action applies to (nil for an
+// unknown action).
+func BulkStates(action string) []JobState {
+	switch action {
+	case BulkRetryAction:
+		return []JobState{StateFailed, StateCancelled}
+	case BulkCancelAction:
+		return []JobState{StatePending, StateRunning}
+	case BulkDeleteAction:
+		return []JobState{StateSucceeded, StateFailed, StateCancelled}
+	}
+	return nil
+}
+
+// Normalize checks f for bulk action (BulkRetryAction, BulkCancelAction
+// or BulkDeleteAction): at least one field set, names valid, and State,
+// when set, one the action applies to.
+func (f JobFilter) Normalize(action string) (JobFilter, error) {
+	states := BulkStates(action)
+	if states == nil {
+		return f, fmt.Errorf("readpast: unknown bulk action %q", action)
+	}
+	if f == (JobFilter{}) {
+		return f, invalid("filter", "set at least one of queue, kind, state, tag, group (a bulk action never applies to every job by default)")
+	}
+	for _, c := range []struct{ field, v string }{{"queue", f.Queue}, {"kind", f.Kind}, {"tag", f.Tag}, {"group", f.Group}} {
+		if err := checkName(c.field, c.v, false); err != nil {
+			return f, err
+		}
+	}
+	if f.State != "" && !slices.Contains(states, f.State) {
+		names := make([]string, len(states))
+		for i, s := range states {
+			names[i] = string(s)
+		}
+		return f, invalid("state", "bulk %s applies to %s jobs, not %q", action, strings.Join(names, ", "), f.State)
+	}
+	return f, nil
 }
 
 // checkUniqueKey accepts an empty key, or 1..MaxUniqueKeyLen bytes of
@@ -114,6 +201,9 @@ func CheckLease(d time.Duration) error {
 func (p ListParams) Normalize() (ListParams, error) {
 	if p.State != "" && !p.State.Valid() {
 		return p, invalid("state", "unknown state %q", p.State)
+	}
+	if err := checkName("tag", p.Tag, false); err != nil {
+		return p, err
 	}
 	if p.Limit == 0 {
 		p.Limit = 100

@@ -127,6 +127,27 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Permanent wraps err so the job fails for good instead of being retried.
 func Permanent(err error) error { return &permanentError{err: err} }
 
+// SnoozeError is what Snooze returns: a handler that returns it (or an
+// error wrapping it) puts its job back to pending Delay from now, without
+// counting the attempt (Store.Snooze). Past Config.MaxSnoozes snoozes of
+// one job the attempt fails instead.
+type SnoozeError struct {
+	// Delay is how long the job sleeps: 0 to MaxSnooze.
+	Delay time.Duration
+}
+
+// Error says how long the job is snoozed for.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("readpast: snoozed for %s", e.Delay) }
+
+// Snooze returns the error a handler returns to snooze its job for d: the
+// job is pending again at now+d, its attempt not counted and its Snoozes
+// one higher.
+//
+//	if !ready(job) {
+//		return nil, readpast.Snooze(time.Minute)
+//	}
+func Snooze(d time.Duration) error { return &SnoozeError{Delay: d} }
+
 // PanicError is the error of an attempt whose handler panicked.
 type PanicError struct {
 	Value any

@@ -598,7 +598,7 @@ func TestGetNotFoundAndRouting(t *testing.T) {
 	e.wantError("GET", "/v1/jobs/x", "", 400, CodeInvalidField, "id")
 	e.wantError("GET", "/v1/jobs/99999999999999999999999", "", 400, CodeInvalidField, "id")
 	e.wantError("GET", "/v2/nothing", "", 404, CodeNotFound, "")
-	e.wantError("DELETE", "/v1/jobs/1", "", 405, CodeMethodNotAllowed, "")
+	e.wantError("PUT", "/v1/jobs/1", "", 405, CodeMethodNotAllowed, "")
 	e.wantError("GET", "/v1/claim", "", 405, CodeMethodNotAllowed, "")
 	req, _ := http.NewRequest("PUT", e.srv.URL+"/v1/jobs", nil)
 	resp, err := e.srv.Client().Do(req)

@@ -49,6 +49,8 @@ type EnqueueRequest struct {
 	// UniqueForSeconds keeps the key held this long after the enqueue,
 	// whatever the job's outcome (readpast.EnqueueParams.UniqueFor).
 	UniqueForSeconds *float64 `json:"unique_for_seconds,omitempty"`
+	// Tags label the job (readpast.EnqueueParams.Tags).
+	Tags []string `json:"tags,omitempty"`
 }
 
 // batchRequest is the body of POST /v1/jobs/batch. Its elements are decoded
@@ -91,6 +93,22 @@ type HeartbeatRequest struct {
 // ReleaseRequest is the body of POST /v1/jobs/{id}/release.
 type ReleaseRequest struct {
 	Token string `json:"token"`
+}
+
+// SnoozeRequest is the body of POST /v1/jobs/{id}/snooze.
+type SnoozeRequest struct {
+	Token string `json:"token"`
+	// Seconds is how long the job sleeps: 0 to readpast.MaxSnooze.
+	Seconds *float64 `json:"seconds"`
+}
+
+// BulkRequest is the body of POST /v1/bulk/retry, /cancel and /delete: a
+// readpast.JobFilter with at least one field set.
+type BulkRequest = readpast.JobFilter
+
+// BulkResponse is the answer to a bulk action: how many jobs it changed.
+type BulkResponse struct {
+	Count int `json:"count"`
 }
 
 // claimArgs is a decoded claim request.
@@ -330,6 +348,7 @@ func (req EnqueueRequest) toParams(now time.Time, prefix string) (readpast.Enque
 		}
 		p.UniqueKey = *req.UniqueKey
 	}
+	p.Tags = req.Tags
 	if req.UniqueForSeconds != nil {
 		d, ae := parseSeconds(prefix+"unique_for_seconds", req.UniqueForSeconds, 0, time.Second, readpast.MaxUniqueFor)
 		if ae != nil {
@@ -524,6 +543,42 @@ func decodeRelease(body []byte) (string, *apiError) {
 	return req.Token, nil
 }
 
+// decodeSnooze decodes the body of POST /v1/jobs/{id}/snooze.
+func decodeSnooze(body []byte) (string, time.Duration, *apiError) {
+	var req SnoozeRequest
+	if ae := decodeObject(body, &req, ""); ae != nil {
+		return "", 0, ae
+	}
+	if ae := checkToken(req.Token); ae != nil {
+		return "", 0, ae
+	}
+	if req.Seconds == nil {
+		return "", 0, fieldError("seconds", "is required")
+	}
+	d, ae := parseSeconds("seconds", req.Seconds, 0, 0, readpast.MaxSnooze)
+	if ae != nil {
+		return "", 0, ae
+	}
+	return req.Token, d, nil
+}
+
+// decodeBulk decodes the filter of a bulk action.
+func decodeBulk(body []byte, action string) (readpast.JobFilter, *apiError) {
+	var f BulkRequest
+	if ae := decodeObject(body, &f, ""); ae != nil {
+		return f, ae
+	}
+	f, err := f.Normalize(action)
+	if err != nil {
+		var fe *readpast.FieldError
+		if errors.As(err, &fe) {
+			return f, fromFieldError(fe, nil)
+		}
+		return f, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: err.Error()}
+	}
+	return f, nil
+}
+
 // decodeEmpty accepts an empty body or an empty JSON object, for endpoints
 // that take no parameters.
 func decodeEmpty(body []byte) *apiError {
@@ -535,7 +590,7 @@ func decodeEmpty(body []byte) *apiError {
 }
 
 // listQueryParams are the query parameters GET /v1/jobs understands.
-var listQueryParams = []string{"queue", "state", "kind", "group", "limit", "cursor", "summary"}
+var listQueryParams = []string{"queue", "state", "kind", "group", "tag", "limit", "cursor", "summary"}
 
 // listArgs is a decoded list query.
 type listArgs struct {
@@ -584,9 +639,10 @@ func decodeListFilter(rawQuery string) (readpast.ListParams, *apiError) {
 		State:  readpast.JobState(q.Get("state")),
 		Kind:   q.Get("kind"),
 		Group:  q.Get("group"),
+		Tag:    q.Get("tag"),
 		Cursor: q.Get("cursor"),
 	}
-	for _, f := range []struct{ name, v string }{{"queue", p.Queue}, {"kind", p.Kind}, {"group", p.Group}} {
+	for _, f := range []struct{ name, v string }{{"queue", p.Queue}, {"kind", p.Kind}, {"group", p.Group}, {"tag", p.Tag}} {
 		if len(f.v) > readpast.MaxNameLen {
 			return readpast.ListParams{}, fieldError(f.name, "longer than %d bytes", readpast.MaxNameLen)
 		}

@@ -42,6 +42,10 @@ const (
 	// CodeInvalidState: the job's state does not allow the operation;
 	// nothing changed (HTTP 409).
 	CodeInvalidState = "invalid_state"
+	// CodeSnoozeLimit: the job was snoozed as many times as the server
+	// allows (its --max-snoozes); nothing changed, and the job is still
+	// running under the claim (HTTP 409).
+	CodeSnoozeLimit = "snooze_limit"
 	// CodeUnavailable: the store cannot be reached (HTTP 503).
 	CodeUnavailable = "unavailable"
 	// CodeInternal: an unexpected server error (HTTP 500).

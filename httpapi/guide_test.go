@@ -34,10 +34,11 @@ func TestGuideFollowsOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Operations named in the guide's headings: "### `GET /v1/x`, `POST /v1/y`"
-	// and "`/resume`" after a path, meaning the same path with that suffix.
+	// Operations named in the guide's headings: "### `GET /v1/x`, `POST /v1/y`";
+	// after one, "`/v1/z`" is another path with the same method and
+	// "`/resume`" the same path with its last part replaced.
 	heading := regexp.MustCompile("(?m)^#{3,4} (.*)$")
-	op := regexp.MustCompile("`(GET|POST|PUT|DELETE|PATCH) (/[^`]*)`|`(/[a-z]+)`")
+	op := regexp.MustCompile("`(GET|POST|PUT|DELETE|PATCH) (/[^`]*)`|`(/[^` ]+)`")
 	inGuide := map[string]bool{}
 	for _, h := range heading.FindAllStringSubmatch(string(guide), -1) {
 		var method, last string
@@ -46,6 +47,8 @@ func TestGuideFollowsOpenAPI(t *testing.T) {
 			case m[1] != "":
 				method, last = m[1], m[2]
 				inGuide[method+" "+m[2]] = true
+			case method != "" && strings.HasPrefix(m[3], "/v1/"):
+				inGuide[method+" "+m[3]] = true
 			case method != "" && strings.Count(last, "/") > 2:
 				// `/resume` after `POST /v1/schedules/{name}/pause`.
 				inGuide[method+" "+last[:strings.LastIndex(last, "/")]+m[3]] = true

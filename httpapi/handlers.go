@@ -295,6 +295,82 @@ func (s *server) release(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// deleteJob serves DELETE /v1/jobs/{id}: 204, or 409 for a live job.
+func (s *server) deleteJob(w http.ResponseWriter, r *http.Request) {
+	id, ae := pathID(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	ctx, cancel := writeContext(r)
+	defer cancel()
+	if err := s.store.Delete(ctx, id); err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// snooze serves POST /v1/jobs/{id}/snooze. The limit is checked on the
+// job as it is before the snooze: only a write under the claim's token
+// changes the count, and a snooze ends that claim, so two snoozes racing
+// under one token cannot both pass it (the second finds the token stale).
+func (s *server) snooze(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, d, ae := decodeSnooze(body)
+		if ae != nil {
+			return nil, ae
+		}
+		job, err := s.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if job.State == readpast.StateRunning && job.Snoozes >= s.snoozes {
+			return nil, &apiError{Status: http.StatusConflict, Code: CodeSnoozeLimit,
+				Message: fmt.Sprintf("the job was snoozed %d times, the server's limit; it is still running under the claim: fail or complete it", job.Snoozes)}
+		}
+		if err := s.store.Snooze(ctx, id, token, d); err != nil {
+			return nil, err
+		}
+		return s.jobAfter(ctx, id, nil)
+	})
+}
+
+// bulk serves POST /v1/bulk/{action}. The action runs in batches, each
+// committed on its own, for as long as the request lasts: a client that
+// goes away stops it between batches, and the batches done stay done.
+func (s *server) bulk(w http.ResponseWriter, r *http.Request, action string, op func(context.Context, readpast.JobFilter) (int, error)) {
+	body, ae := s.readBody(w, r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	f, ae := decodeBulk(body, action)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
+	n, err := op(r.Context(), f)
+	if err != nil {
+		s.writeStoreError(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, BulkResponse{Count: n})
+}
+
+func (s *server) bulkRetry(w http.ResponseWriter, r *http.Request) {
+	s.bulk(w, r, readpast.BulkRetryAction, s.store.BulkRetry)
+}
+
+func (s *server) bulkCancel(w http.ResponseWriter, r *http.Request) {
+	s.bulk(w, r, readpast.BulkCancelAction, s.store.BulkCancel)
+}
+
+func (s *server) bulkDelete(w http.ResponseWriter, r *http.Request) {
+	s.bulk(w, r, readpast.BulkDeleteAction, s.store.BulkDelete)
+}
+
 // adminOp serves a body-less operation on one job (cancel, retry).
 func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context.Context, int64) (*readpast.Job, error)) {
 	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {

@@ -191,6 +191,35 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/schedules/{name}/pause", "/v1/schedules/nightly/pause", ``, 200)
 	do("POST", "/v1/schedules/{name}/resume", "/v1/schedules/nightly/resume", ``, 200)
 	do("DELETE", "/v1/schedules/{name}", "/v1/schedules/nightly", ``, 204)
+	// Tags, snooze and bulk actions.
+	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"t","queue":"ctl","tags":["blue","big"]}`, 201)
+	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"t","tags":["has space"]}`, 400)
+	do("GET", "/v1/jobs", "/v1/jobs?tag=blue", ``, 200)
+	do("GET", "/v1/jobs", "/v1/jobs?tag=blue&summary=true", ``, 200)
+	sn := do("POST", "/v1/claim", "/v1/claim", `{"worker":"w","queues":["ctl"],"limit":1}`, 200)
+	if err := json.Unmarshal(sn, &c); err != nil || len(c.Jobs) != 1 {
+		t.Fatalf("claim: %s", sn)
+	}
+	s0 := c.Jobs[0]
+	do("POST", "/v1/jobs/{id}/snooze", id(s0, "snooze"), tok(s0)+`,"seconds":3600}`, 200)
+	do("POST", "/v1/jobs/{id}/snooze", id(s0, "snooze"), tok(s0)+`,"seconds":3600}`, 409)
+	do("POST", "/v1/jobs/{id}/snooze", id(s0, "snooze"), tok(s0)+`}`, 400)
+	do("POST", "/v1/jobs/{id}/snooze", "/v1/jobs/999999/snooze", tok(s0)+`,"seconds":1}`, 404)
+	do("POST", "/v1/bulk/cancel", "/v1/bulk/cancel", `{"queue":"ctl","tag":"blue"}`, 200)
+	do("POST", "/v1/bulk/cancel", "/v1/bulk/cancel", `{}`, 400)
+	do("POST", "/v1/bulk/retry", "/v1/bulk/retry", `{"tag":"blue","state":"cancelled"}`, 200)
+	do("POST", "/v1/bulk/retry", "/v1/bulk/retry", `{"queue":"ctl","nope":1}`, 400)
+	do("POST", "/v1/bulk/cancel", "/v1/bulk/cancel", `{"kind":"t"}`, 200)
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", a.ID), ``, 204)
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", a.ID), ``, 404)
+	var live Job
+	if err := json.Unmarshal(do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"live"}`, 201), &live); err != nil {
+		t.Fatal(err)
+	}
+	do("DELETE", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", live.ID), ``, 409)
+	do("DELETE", "/v1/jobs/{id}", "/v1/jobs/0", ``, 400)
+	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"queue":"ctl","state":"cancelled"}`, 200)
+	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"state":"running"}`, 400)
 	do("GET", "/healthz", "/healthz", ``, 200)
 	do("GET", "/readyz", "/readyz", ``, 200)
 	do("GET", "/v1/openapi.json", "/v1/openapi.json", ``, 200)

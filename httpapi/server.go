@@ -103,6 +103,11 @@ type Config struct {
 	// IdempotencyPeriod is how long an Idempotency-Key of POST /v1/jobs
 	// holds, whatever the job's outcome; 0 means DefaultIdempotencyPeriod.
 	IdempotencyPeriod time.Duration
+	// MaxSnoozes is how many times POST /v1/jobs/{id}/snooze may snooze
+	// one job: past it the answer is 409 snooze_limit and the job stays
+	// running under its claim (the worker then fails or completes it).
+	// 0 means readpast.DefaultMaxSnoozes.
+	MaxSnoozes int
 	// Closing, when closed, ends long-polling claims early with no jobs so
 	// that a graceful shutdown need not wait for them. Optional.
 	Closing <-chan struct{}
@@ -128,6 +133,7 @@ type server struct {
 	writeDL  time.Duration
 	waiters  *waiters
 	idemFor  time.Duration
+	snoozes  int
 	closing  <-chan struct{}
 	mux      *http.ServeMux
 	open     map[string]bool
@@ -150,7 +156,7 @@ func newServer(cfg Config) (*server, error) {
 		return nil, errors.New("httpapi: Config.Store is required")
 	}
 	if cfg.MaxBodyBytes < 0 || cfg.MaxBatch < 0 || cfg.PollInterval < 0 || cfg.MaxResponseBytes < 0 || cfg.WriteTimeout < 0 ||
-		cfg.IdempotencyPeriod < 0 ||
+		cfg.IdempotencyPeriod < 0 || cfg.MaxSnoozes < 0 ||
 		cfg.MetricsMaxQueues < 0 || cfg.MetricsMaxKinds < 0 {
 		return nil, errors.New("httpapi: Config limits must not be negative")
 	}
@@ -159,6 +165,7 @@ func newServer(cfg Config) (*server, error) {
 		log:      cfg.Logger,
 		maxBody:  cfg.MaxBodyBytes,
 		maxBatch: cfg.MaxBatch,
+		snoozes:  cmp.Or(cfg.MaxSnoozes, readpast.DefaultMaxSnoozes),
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
@@ -206,13 +213,18 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "POST /v1/jobs/batch", handler: s.enqueueBatch},
 		{pattern: "GET /v1/jobs", handler: s.list},
 		{pattern: "GET /v1/jobs/{id}", handler: s.get},
+		{pattern: "DELETE /v1/jobs/{id}", handler: s.deleteJob},
 		{pattern: "POST /v1/claim", handler: s.claim},
 		{pattern: "POST /v1/jobs/{id}/complete", handler: s.complete},
 		{pattern: "POST /v1/jobs/{id}/fail", handler: s.fail},
 		{pattern: "POST /v1/jobs/{id}/heartbeat", handler: s.heartbeat},
 		{pattern: "POST /v1/jobs/{id}/release", handler: s.release},
+		{pattern: "POST /v1/jobs/{id}/snooze", handler: s.snooze},
 		{pattern: "POST /v1/jobs/{id}/cancel", handler: s.cancel},
 		{pattern: "POST /v1/jobs/{id}/retry", handler: s.retry},
+		{pattern: "POST /v1/bulk/retry", handler: s.bulkRetry},
+		{pattern: "POST /v1/bulk/cancel", handler: s.bulkCancel},
+		{pattern: "POST /v1/bulk/delete", handler: s.bulkDelete},
 		{pattern: "GET /v1/stats", handler: s.stats},
 		{pattern: "GET /v1/queues", handler: s.queues},
 		{pattern: "POST /v1/queues/{name}/pause", handler: s.pauseQueue},

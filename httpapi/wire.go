@@ -28,6 +28,7 @@ func NewJob(j *readpast.Job) Job {
 	w.FinishedAt = utcPtr(j.FinishedAt)
 	w.LeaseExpiresAt = utcPtr(j.LeaseExpiresAt)
 	w.UniqueUntil = utcPtr(j.UniqueUntil)
+	w.Tags = tagsOf(j)
 	if len(w.Payload) == 0 {
 		w.Payload = json.RawMessage("{}")
 	}
@@ -59,6 +60,16 @@ type JobSummary struct {
 	StartedAt      *time.Time        `json:"started_at,omitempty"`
 	FinishedAt     *time.Time        `json:"finished_at,omitempty"`
 	LeaseExpiresAt *time.Time        `json:"lease_expires_at,omitempty"`
+	Tags           []string          `json:"tags"`
+	Snoozes        int               `json:"snoozes"`
+}
+
+// tagsOf returns j's tags; never nil.
+func tagsOf(j *readpast.Job) []string {
+	if j.Tags == nil {
+		return []string{}
+	}
+	return j.Tags
 }
 
 // NewJobSummary converts a stored job to its summary wire form.
@@ -82,6 +93,8 @@ func NewJobSummary(j *readpast.Job) JobSummary {
 		StartedAt:      utcPtr(j.StartedAt),
 		FinishedAt:     utcPtr(j.FinishedAt),
 		LeaseExpiresAt: utcPtr(j.LeaseExpiresAt),
+		Tags:           tagsOf(j),
+		Snoozes:        j.Snoozes,
 	}
 }
 

@@ -20,7 +20,7 @@ func TestJobHasOneJSONShape(t *testing.T) {
 		State: readpast.StateRunning, Attempt: 1, MaxAttempts: 5, RunAt: at, Group: &g,
 		Token: "secret", LeaseExpiresAt: &at, Worker: "w", CreatedAt: at, StartedAt: &at,
 		Errors: []readpast.AttemptError{{Attempt: 1, Message: "boom", At: at}}, Result: json.RawMessage(`1`),
-		UniqueKey: "u", UniqueUntil: &at, Duplicate: true,
+		UniqueKey: "u", UniqueUntil: &at, Duplicate: true, Tags: []string{"t1", "t2"}, Snoozes: 2,
 	}
 	decode := func(v any) map[string]any {
 		t.Helper()

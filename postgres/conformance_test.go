@@ -41,6 +41,10 @@ func TestConformance(t *testing.T) {
 		Groups:         groupStates,
 		Deadlocks:      deadlocks,
 		StressDuration: *stressDuration,
+		TagRows: func(ctx context.Context, st readpast.Store) (n int64, err error) {
+			err = st.(*postgres.Store).Pool().QueryRow(ctx, "SELECT count(*) FROM readpast_job_tags").Scan(&n)
+			return n, err
+		},
 		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
 			db, err := sql.Open("pgx", st.(*postgres.Store).Pool().Config().ConnString())
 			if err != nil {

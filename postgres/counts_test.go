@@ -117,6 +117,10 @@ func TestCountsMigration(t *testing.T) {
 	for _, q := range []string{
 		"DROP TABLE readpast_counts, readpast_count_deltas",
 		"DROP FUNCTION readpast_count_changes CASCADE", // and its triggers
+		// Schema 6 (tags, snoozes) goes too: it is applied again after 5.
+		"DROP TABLE readpast_job_tags",
+		"ALTER TABLE readpast_jobs DROP COLUMN tags, DROP COLUMN snoozes",
+		"ALTER TABLE readpast_jobs_history DROP COLUMN tags, DROP COLUMN snoozes",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

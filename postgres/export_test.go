@@ -28,3 +28,6 @@ func HotMode(s *Store) pgx.QueryExecMode { return s.hotMode }
 
 // Listens reports whether s holds a LISTEN session for Subscribe.
 func Listens(s *Store) bool { return !s.noListen }
+
+// ListTagSQL is sql/list_tag.sql, for TestExplainListByTag.
+var ListTagSQL = listTagSQL

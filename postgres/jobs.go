@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +41,7 @@ func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any,
 	runAt := make([]*time.Time, n)
 	groups, keys := make([]*string, n), make([]*string, n)
 	uniqueFor := make([]*int64, n)
+	tags := make([]*string, n)
 	for i, p := range jobs {
 		runNow := p.RunAt.IsZero()
 		p, err := p.Normalize(now)
@@ -64,11 +67,16 @@ func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any,
 			us := p.UniqueFor.Microseconds()
 			uniqueFor[i] = &us
 		}
+		if len(p.Tags) > 0 {
+			// Tags never contain a space (Normalize checks).
+			t := strings.Join(p.Tags, " ")
+			tags[i] = &t
+		}
 	}
 	if keyed {
-		return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, keys, uniqueFor}, nil
+		return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, keys, uniqueFor, tags}, nil
 	}
-	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups}, nil
+	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, tags}, nil
 }
 
 // jobRows is what pgx.Rows and *sql.Rows have in common for reading.
@@ -526,6 +534,30 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	return nil
 }
 
+// Snooze puts a running job back to pending at now+d, its attempt not
+// counted, its snoozes one more, its group slot freed (sql/snooze.sql).
+func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Duration) error {
+	if err := readpast.CheckSnooze(d); err != nil {
+		return err
+	}
+	tok, ok := canonToken(token)
+	if !ok {
+		return s.staleOrMissing(ctx, id)
+	}
+	n, err := retryDeadlock(ctx, func() (n int, err error) {
+		err = s.pool.QueryRow(ctx, snoozeSQL, pgx.QueryExecModeDescribeExec, id, tok, d.Microseconds()).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return opErr("snooze", err)
+	}
+	if n == 0 {
+		return s.staleOrMissing(ctx, id)
+	}
+	s.hub.Broadcast()
+	return nil
+}
+
 // staleOrMissing explains a token write that matched nothing.
 func (s *Store) staleOrMissing(ctx context.Context, id int64) error {
 	if _, err := s.Get(ctx, id); err != nil {
@@ -603,7 +635,15 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 		after, _ = readpast.DecodeCursor(p.Cursor)
 	}
 	// One row more than the page says whether another page follows.
-	rows, err := s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1)
+	var rows pgx.Rows
+	if p.Tag != "" {
+		if after == 0 {
+			after = math.MaxInt64
+		}
+		rows, err = s.pool.Query(ctx, listTagSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1, p.Tag)
+	} else {
+		rows, err = s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1)
+	}
 	if err != nil {
 		return readpast.ListResult{}, opErr("list", err)
 	}

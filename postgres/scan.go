@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/readpast/readpast"
@@ -13,7 +14,7 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 20 job columns every job-returning statement selects,
+// scanJob reads the 22 job columns every job-returning statement selects,
 // in the order of sql/get.sql.
 func scanJob(r scanner) (*readpast.Job, error) {
 	return scanJobAfter(r)
@@ -27,16 +28,23 @@ func scanJobAfter(r scanner, dest ...any) (*readpast.Job, error) {
 		payload, errs, result []byte
 		state                 string
 		group, token, worker  *string
-		uniqueKey             *string
+		uniqueKey, tags       *string
 	)
 	err := r.Scan(append(dest, &j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &group, &token, &j.LeaseExpiresAt, &worker, &j.CreatedAt, &j.StartedAt,
-		&j.FinishedAt, &errs, &result, &uniqueKey, &j.UniqueUntil)...)
+		&j.FinishedAt, &errs, &result, &uniqueKey, &j.UniqueUntil, &tags, &j.Snoozes)...)
 	if err != nil {
 		return nil, err
 	}
 	if uniqueKey != nil {
 		j.UniqueKey = *uniqueKey
+	}
+	// Statements return the tags joined by spaces (array_to_string),
+	// which no tag contains: one text column reads the same through pgx
+	// and database/sql.
+	j.Tags = []string{}
+	if tags != nil && *tags != "" {
+		j.Tags = strings.Split(*tags, " ")
 	}
 	j.State = readpast.JobState(state)
 	j.Payload = json.RawMessage(payload)

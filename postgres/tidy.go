@@ -39,12 +39,12 @@ type tidier struct {
 
 // Tidy folds the count deltas into the counts (see Stats), then vacuums
 // the store's churning tables (live jobs, ready marks, group rows, count
-// deltas) whose dead rows outnumber their live ones, at most once per
+// deltas, unique keys) whose dead rows outnumber their live ones, at most once per
 // table every few seconds, and returns how many it vacuumed. It
 // implements readpast.Tidier; RunRescuer calls it. A vacuum never makes a
 // claim or a write wait (it takes no lock they conflict with), and skips
-// a table another vacuum is working on. When a vacuum reclaims little
-// (a transaction held open elsewhere keeps the rows visible), the table's
+// a table another vacuum is working on. When a vacuum leaves the table
+// still due (a transaction held open elsewhere keeps the rows visible), the table's
 // next vacuum waits twice as long, up to five minutes. When the store's
 // role does not own the tables, Tidy does nothing and says so once.
 func (s *Store) Tidy(ctx context.Context) (int, error) {
@@ -95,9 +95,12 @@ func (s *Store) Tidy(ctx context.Context) (int, error) {
 		}
 		done++
 		wait := tidyInterval
-		if left, err := s.deadRows(ctx, tb.name); err == nil && left*10 > tb.dead*9 {
-			// Less than a tenth reclaimed: the rows are still visible to
-			// some snapshot.
+		if dead, live, err := s.deadRows(ctx, tb.name); err == nil && dead >= max(tidyMinDead, live) {
+			// The vacuum left the table as due as it found it: its dead
+			// rows are still visible to some snapshot. (Judged on what
+			// is left, not on what was reclaimed: backends report their
+			// deletions up to seconds late, which can make a count from
+			// before the vacuum look larger than it was.)
 			wait = min(max(2*t.wait[tb.name], tidyInterval), tidyMaxInterval)
 		}
 		t.wait[tb.name] = wait
@@ -106,25 +109,26 @@ func (s *Store) Tidy(ctx context.Context) (int, error) {
 	return done, nil
 }
 
-// deadRows returns the dead rows of table that the statistics report.
-func (s *Store) deadRows(ctx context.Context, table string) (int64, error) {
+// deadRows returns the dead and live rows of table that the statistics
+// report.
+func (s *Store) deadRows(ctx context.Context, table string) (dead, live int64, err error) {
 	rows, err := s.pool.Query(ctx, deadRowsSQL)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var name string
-		var dead, live int64
+		var d, l int64
 		var owner bool
-		if err := rows.Scan(&name, &dead, &live, &owner); err != nil {
-			return 0, err
+		if err := rows.Scan(&name, &d, &l, &owner); err != nil {
+			return 0, 0, err
 		}
 		if name == table {
-			return dead, nil
+			return d, l, nil
 		}
 	}
-	return 0, rows.Err()
+	return 0, 0, rows.Err()
 }
 
 // foldBatch bounds one fold statement.

@@ -40,6 +40,10 @@ func TestConformance(t *testing.T) {
 		Claimers:       16,
 		Groups:         groupStates,
 		StressDuration: *stressDuration,
+		TagRows: func(ctx context.Context, st readpast.Store) (n int64, err error) {
+			err = st.(*sqlite.Store).DB().QueryRowContext(ctx, "SELECT count(*) FROM readpast_job_tags").Scan(&n)
+			return n, err
+		},
 		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
 			tx, err := st.(*sqlite.Store).DB().BeginTx(context.Background(), nil)
 			if err != nil {

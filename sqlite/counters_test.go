@@ -406,6 +406,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`DROP TABLE readpast_job_tags`,
+		`ALTER TABLE readpast_jobs DROP COLUMN tags`,
+		`ALTER TABLE readpast_jobs DROP COLUMN snoozes`,
+		`ALTER TABLE readpast_history DROP COLUMN tags`,
+		`ALTER TABLE readpast_history DROP COLUMN snoozes`,
 		`DROP TABLE readpast_unique_keys`,
 		`DROP TABLE readpast_schedules`,
 		`DROP TABLE readpast_schedule_runs`,

@@ -55,13 +55,14 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 	nowUS := micros(now)
 	created := fromMicros(nowUS)
 	out := make([]*readpast.Job, 0, len(jobs))
+	var tagRows [][2]any
 	for start := 0; start < len(jobs); start += enqueueChunk {
 		part := jobs[start:min(start+enqueueChunk, len(jobs))]
 		query := enqueueInsertSQL + strings.Repeat(enqueueRowSQL+", ", len(part)-1) + enqueueRowSQL + enqueueReturningSQL
 		args := make([]any, 0, len(part)*enqueueRowParams)
 		for _, p := range part {
 			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
-				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS))
+				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS), joinTags(p.Tags))
 		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
@@ -97,6 +98,11 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 				RunAt:       fromMicros(micros(p.RunAt)),
 				CreatedAt:   created,
 				Errors:      []readpast.AttemptError{},
+				Tags:        []string{},
+			}
+			for _, t := range p.Tags {
+				j.Tags = append(j.Tags, t)
+				tagRows = append(tagRows, [2]any{t, ids[i]})
 			}
 			if p.Group != "" {
 				g := p.Group
@@ -111,6 +117,13 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 	}
 	if err := insertMarks(ctx, tx, enqueueMarks(out, nowUS)); err != nil {
 		return nil, err
+	}
+	if js, err := pairsJSON(tagRows); err != nil {
+		return nil, err
+	} else if js != "" {
+		if _, err := tx.ExecContext(ctx, insertTagsSQL, js); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -440,6 +453,39 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	return nil
 }
 
+// Snooze puts a running job back to pending at now+d, its attempt not
+// counted and its snoozes one more, and frees its group slot; fenced by
+// the token like Release.
+func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Duration) error {
+	if err := readpast.CheckSnooze(d); err != nil {
+		return err
+	}
+	err := s.writeTx(ctx, "snooze", func(tx *sql.Tx) error {
+		nowUS := micros(s.now())
+		var group sql.NullString
+		err := tx.QueryRowContext(ctx, snoozeSQL, id, token, nowUS+d.Microseconds()).Scan(&group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lookup(ctx, tx, id, token, false)
+		}
+		if err != nil {
+			return err
+		}
+		if err := markJobs(ctx, tx, []int64{id}); err != nil {
+			return err
+		}
+		if group.Valid {
+			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.wake()
+	return nil
+}
+
 // Cancel moves a pending or running job to history as cancelled (a running
 // job's token stops being current and its group slot is freed).
 // readpast.ErrInvalidState for a finished job, readpast.ErrNotFound for an
@@ -450,25 +496,9 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 		freed bool
 	)
 	err := s.writeTx(ctx, "cancel", func(tx *sql.Tx) error {
-		freed = false
-		var (
-			state string
-			group sql.NullString
-		)
-		err := tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
-		if errors.Is(err, sql.ErrNoRows) {
-			return historyErr(ctx, tx, id)
-		}
-		if err != nil {
+		var err error
+		if freed, err = cancelIn(ctx, tx, id, micros(s.now())); err != nil {
 			return err
-		}
-		if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, micros(s.now())); err != nil {
-			return err
-		}
-		if readpast.JobState(state) == readpast.StateRunning && group.Valid {
-			if freed, err = freeSlots(ctx, tx, map[string]int{group.String: 1}, micros(s.now())); err != nil {
-				return err
-			}
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
 		return err
@@ -480,6 +510,29 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 		s.wake()
 	}
 	return job, nil
+}
+
+// cancelIn cancels live job id inside tx and reports whether it freed a
+// group slot and marked the group's next jobs.
+func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) (freed bool, err error) {
+	var (
+		state string
+		group sql.NullString
+	)
+	err = tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, historyErr(ctx, tx, id)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS); err != nil {
+		return false, err
+	}
+	if readpast.JobState(state) == readpast.StateRunning && group.Valid {
+		return freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+	}
+	return false, nil
 }
 
 // historyErr is ErrInvalidState when job id is finished, else ErrNotFound.
@@ -501,43 +554,10 @@ func historyErr(ctx context.Context, tx *sql.Tx, id int64) error {
 func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	var job *readpast.Job
 	err := s.writeTx(ctx, "retry", func(tx *sql.Tx) error {
-		nowUS := micros(s.now())
-		var (
-			state string
-			group sql.NullString
-		)
-		err := tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
-		switch {
-		case err == nil && readpast.JobState(state) == readpast.StatePending:
-			if _, err := tx.ExecContext(ctx, runNowSQL, id, nowUS); err != nil {
-				return err
-			}
-		case err == nil:
-			return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
-		case errors.Is(err, sql.ErrNoRows):
-			if err := tx.QueryRowContext(ctx, historyStateSQL, id).Scan(&state); errors.Is(err, sql.ErrNoRows) {
-				return readpast.ErrNotFound
-			} else if err != nil {
-				return err
-			}
-			if s := readpast.JobState(state); s != readpast.StateFailed && s != readpast.StateCancelled {
-				return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
-			}
-			if err := retakeKey(ctx, tx, id, nowUS); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, restoreSQL, id, nowUS); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, deleteHistorySQL, id); err != nil {
-				return err
-			}
-		default:
+		if err := retryIn(ctx, tx, id, micros(s.now())); err != nil {
 			return err
 		}
-		if err := markJobs(ctx, tx, []int64{id}); err != nil {
-			return err
-		}
+		var err error
 		job, err = scanJob(tx.QueryRowContext(ctx, getLiveSQL, id))
 		return err
 	})
@@ -546,4 +566,42 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	}
 	s.wake()
 	return job, nil
+}
+
+// retryIn makes job id pending now inside tx (see Retry).
+func retryIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) error {
+	var (
+		state string
+		group sql.NullString
+	)
+	err := tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
+	switch {
+	case err == nil && readpast.JobState(state) == readpast.StatePending:
+		if _, err := tx.ExecContext(ctx, runNowSQL, id, nowUS); err != nil {
+			return err
+		}
+	case err == nil:
+		return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+	case errors.Is(err, sql.ErrNoRows):
+		if err := tx.QueryRowContext(ctx, historyStateSQL, id).Scan(&state); errors.Is(err, sql.ErrNoRows) {
+			return readpast.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		if s := readpast.JobState(state); s != readpast.StateFailed && s != readpast.StateCancelled {
+			return fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+		}
+		if err := retakeKey(ctx, tx, id, nowUS); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, restoreSQL, id, nowUS); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, deleteHistorySQL, id); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	return markJobs(ctx, tx, []int64{id})
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -138,35 +137,20 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 		if err != nil {
 			return err
 		}
-		var keys [][2]any
+		var gone []deleted
 		for rows.Next() {
-			var (
-				id  int64
-				key sql.NullString
-			)
-			if err := rows.Scan(&id, &key); err != nil {
+			var d deleted
+			if err := rows.Scan(&d.id, &d.key, &d.tags); err != nil {
 				rows.Close()
 				return err
 			}
-			n++
-			if key.Valid {
-				keys = append(keys, [2]any{key.String, id})
-			}
+			gone = append(gone, d)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
 		}
-		// A key whose holder retention deleted holds nothing.
-		if len(keys) > 0 {
-			js, err := json.Marshal(keys)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, dropKeysSQL, string(js)); err != nil {
-				return err
-			}
-		}
-		return nil
+		n = len(gone)
+		return dropWithJobs(ctx, tx, gone)
 	})
 	return n, err
 }
@@ -230,4 +214,41 @@ func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
 		return nil, err
 	}
 	return readpast.QueueInfos(stats, paused), nil
+}
+
+// deleted is a history row just deleted: what must go with it.
+type deleted struct {
+	id   int64
+	key  sql.NullString
+	tags sql.NullString
+}
+
+// dropWithJobs deletes the tag rows of deleted jobs and the unique keys
+// they still held (a key whose holder is gone holds nothing).
+func dropWithJobs(ctx context.Context, tx *sql.Tx, gone []deleted) error {
+	var keys, tags [][2]any
+	for _, d := range gone {
+		if d.key.Valid {
+			keys = append(keys, [2]any{d.key.String, d.id})
+		}
+		for _, t := range splitTags(d.tags) {
+			tags = append(tags, [2]any{t, d.id})
+		}
+	}
+	for _, drop := range []struct {
+		stmt string
+		rows [][2]any
+	}{{dropKeysSQL, keys}, {dropTagsSQL, tags}} {
+		js, err := pairsJSON(drop.rows)
+		if err != nil {
+			return err
+		}
+		if js == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, drop.stmt, js); err != nil {
+			return err
+		}
+	}
+	return nil
 }

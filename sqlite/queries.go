@@ -12,24 +12,32 @@ const jobColumns = `id, queue, kind, payload, priority, run_at, state, attempt, 
     lease_expires_at, worker, group_key, created_at, started_at, errors`
 
 // liveSelect and historySelect read one job from either table with the
-// same 20 columns.
+// same 22 columns.
 const (
-	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result, unique_key, unique_until`
-	historySelect = jobColumns + `, finished_at, result, unique_key, unique_until`
+	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result, unique_key, unique_until, tags, snoozes`
+	historySelect = jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes`
 )
 
 // Enqueue.
 const (
 	enqueueInsertSQL = `INSERT INTO readpast_jobs
-    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until)
+    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until, tags)
 VALUES `
 	// enqueueRowSQL is one row of enqueueInsertSQL; enqueueRowParams counts its ?s.
-	enqueueRowSQL       = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`
-	enqueueRowParams    = 10
+	enqueueRowSQL       = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`
+	enqueueRowParams    = 11
 	enqueueReturningSQL = ` RETURNING id`
 	// enqueueChunk rows per INSERT keeps each statement far below SQLite's
 	// limit of 32766 bound parameters.
 	enqueueChunk = 1000
+	// insertTagsSQL writes the tag rows of a batch: ?1 is a JSON array of
+	// [tag, job id].
+	insertTagsSQL = `INSERT INTO readpast_job_tags (tag, job_id)
+SELECT value ->> 0, value ->> 1 FROM json_each(?1)`
+	// dropTagsSQL deletes the tag rows of ?1, a JSON array of [tag, job
+	// id] of deleted jobs.
+	dropTagsSQL = `DELETE FROM readpast_job_tags
+WHERE (tag, job_id) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))`
 )
 
 // Claim and ready marks (migrations/0003_ready_marks.sql).
@@ -124,9 +132,10 @@ const (
 	// history as succeeded at ?2; deleteLiveManySQL then removes them from
 	// the live table. The result travels as a JSON string, so its text is
 	// kept byte for byte.
-	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until)
+	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes)
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.attempt, j.max_attempts, j.token,
-    NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2, j.unique_key, j.unique_until
+    NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2, j.unique_key, j.unique_until,
+    j.tags, j.snoozes
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
 RETURNING id, token, group_key, unique_key IS NOT NULL`
@@ -135,9 +144,10 @@ RETURNING id, token, group_key, unique_key IS NOT NULL`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the
 	// same transaction) to history in state ?2 with errors ?3 (NULL keeps
 	// them) at ?4.
-	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until)
+	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes)
 SELECT id, queue, kind, payload, priority, run_at, ?2, attempt, max_attempts, token,
-    NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL, unique_key, unique_until
+    NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL, unique_key, unique_until,
+    tags, snoozes
 FROM readpast_jobs WHERE id = ?1
 RETURNING unique_key IS NOT NULL`
 	// runningJobSQL reads what Fail and RescueExpired need of a held job.
@@ -158,6 +168,13 @@ WHERE id = ?1 AND token = ?2 AND state = 'running'`
 SET state = 'pending', attempt = attempt - 1, token = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND token = ?2 AND state = 'running'
 RETURNING group_key`
+	// snoozeSQL is releaseSQL that also moves run_at to ?3 and counts the
+	// snooze.
+	snoozeSQL = `UPDATE readpast_jobs
+SET state = 'pending', attempt = attempt - 1, token = NULL, lease_expires_at = NULL,
+    run_at = ?3, snoozes = snoozes + 1
+WHERE id = ?1 AND token = ?2 AND state = 'running'
+RETURNING group_key`
 	// lookupSQL finds a job's state and token in either table, to explain
 	// why a worker's write matched nothing.
 	lookupSQL = `SELECT state, coalesce(token, '') FROM readpast_jobs WHERE id = ?1
@@ -170,9 +187,9 @@ const (
 	liveStateSQL    = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
 	historyStateSQL = `SELECT state FROM readpast_history WHERE id = ?1`
 	runNowSQL       = `UPDATE readpast_jobs SET run_at = ?2 WHERE id = ?1`
-	restoreSQL      = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until)
+	restoreSQL      = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until, tags, snoozes)
 SELECT id, queue, kind, payload, priority, ?2, 'pending', 0, max_attempts, NULL,
-    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until
+    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0
 FROM readpast_history WHERE id = ?1`
 	deleteHistorySQL = `DELETE FROM readpast_history WHERE id = ?1`
 	getLiveSQL       = `SELECT ` + liveSelect + ` FROM readpast_jobs WHERE id = ?1`
@@ -196,6 +213,18 @@ WHERE id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4) AND (?5 = '
   AND (?3 = '' OR (?3 IN ('succeeded', 'failed', 'cancelled') AND state = ?3))
 ORDER BY id DESC
 LIMIT ?6`
+	// listTagSQL is listSQL for the jobs carrying tag ?7: each arm walks
+	// the primary key of readpast_job_tags backwards from ?1, with one
+	// primary-key lookup per tag row, and the arms merge in id order.
+	listTagSQL = `SELECT ` + liveSelect + ` FROM readpast_job_tags t JOIN readpast_jobs ON id = t.job_id
+WHERE t.tag = ?7 AND t.job_id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4)
+  AND (?5 = '' OR group_key = ?5) AND (?3 = '' OR (?3 IN ('pending', 'running') AND state = ?3))
+UNION ALL
+SELECT ` + historySelect + ` FROM readpast_job_tags t JOIN readpast_history ON id = t.job_id
+WHERE t.tag = ?7 AND t.job_id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4)
+  AND (?5 = '' OR group_key = ?5) AND (?3 = '' OR (?3 IN ('succeeded', 'failed', 'cancelled') AND state = ?3))
+ORDER BY id DESC
+LIMIT ?6`
 	// statsSQL reads the counts the triggers of migration 5 keep.
 	statsSQL = `SELECT queue, state, n FROM readpast_counts WHERE n <> 0`
 )
@@ -211,7 +240,7 @@ ORDER BY lease_expires_at, id
 LIMIT ?2`
 	pruneSQL = `DELETE FROM readpast_history WHERE id IN (
     SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)
-RETURNING id, unique_key`
+RETURNING id, unique_key, tags`
 )
 
 // Unique keys (migrations/0005_unique_and_schedules.sql). A key is held
@@ -305,4 +334,32 @@ VALUES (?1, ?2, ?3, ?4, ?5)`
 	// scheduleTrimRunsSQL keeps the latest 100 runs of schedule ?1.
 	scheduleTrimRunsSQL = `DELETE FROM readpast_schedule_runs WHERE schedule = ?1 AND tick < (
     SELECT tick FROM readpast_schedule_runs WHERE schedule = ?1 ORDER BY tick DESC LIMIT 1 OFFSET 99)`
+)
+
+// Bulk actions and Delete. The walks (bulk*IDsSQL) list the next ?7 ids
+// past ?1 that match queue ?2, kind ?3, state ?4 and group ?5 (” = any),
+// by primary key; the tag walks (?6 the tag) go through the primary key
+// of readpast_job_tags instead.
+const (
+	bulkLiveIDsSQL = `SELECT id FROM readpast_jobs
+WHERE id > ?1 AND (?2 = '' OR queue = ?2) AND (?3 = '' OR kind = ?3) AND (?4 = '' OR state = ?4)
+  AND (?5 = '' OR group_key = ?5)
+ORDER BY id LIMIT ?7`
+	bulkLiveTagIDsSQL = `SELECT t.job_id FROM readpast_job_tags t JOIN readpast_jobs j ON j.id = t.job_id
+WHERE t.tag = ?6 AND t.job_id > ?1
+  AND (?2 = '' OR j.queue = ?2) AND (?3 = '' OR j.kind = ?3) AND (?4 = '' OR j.state = ?4)
+  AND (?5 = '' OR j.group_key = ?5)
+ORDER BY t.job_id LIMIT ?7`
+	bulkHistoryIDsSQL = `SELECT id, state FROM readpast_history
+WHERE id > ?1 AND (?2 = '' OR queue = ?2) AND (?3 = '' OR kind = ?3) AND (?4 = '' OR state = ?4)
+  AND (?5 = '' OR group_key = ?5)
+ORDER BY id LIMIT ?7`
+	bulkHistoryTagIDsSQL = `SELECT t.job_id, h.state FROM readpast_job_tags t JOIN readpast_history h ON h.id = t.job_id
+WHERE t.tag = ?6 AND t.job_id > ?1
+  AND (?2 = '' OR h.queue = ?2) AND (?3 = '' OR h.kind = ?3) AND (?4 = '' OR h.state = ?4)
+  AND (?5 = '' OR h.group_key = ?5)
+ORDER BY t.job_id LIMIT ?7`
+	// deleteFinishedSQL deletes history row ?1 and returns what must go
+	// with it.
+	deleteFinishedSQL = `DELETE FROM readpast_history WHERE id = ?1 RETURNING unique_key, tags`
 )

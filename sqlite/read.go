@@ -41,7 +41,13 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	var res readpast.ListResult
 	err = s.readOp(ctx, "list", func(db *sql.DB) error {
 		res = readpast.ListResult{Jobs: make([]*readpast.Job, 0, min(p.Limit, 64))}
-		rows, err := db.QueryContext(ctx, listSQL, before, p.Queue, string(p.State), p.Kind, p.Group, p.Limit+1)
+		var rows *sql.Rows
+		var err error
+		if p.Tag != "" {
+			rows, err = db.QueryContext(ctx, listTagSQL, before, p.Queue, string(p.State), p.Kind, p.Group, p.Limit+1, p.Tag)
+		} else {
+			rows, err = db.QueryContext(ctx, listSQL, before, p.Queue, string(p.State), p.Kind, p.Group, p.Limit+1)
+		}
 		if err != nil {
 			return err
 		}

@@ -20,23 +20,24 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 20 columns of liveSelect or historySelect.
+// scanJob reads the 22 columns of liveSelect or historySelect.
 func scanJob(r rowScanner) (*readpast.Job, error) {
 	var (
 		j                        readpast.Job
 		payload, state, errs     string
 		token, worker, group     sql.NullString
-		result, uniqueKey        sql.NullString
+		result, uniqueKey, tags  sql.NullString
 		runAt, createdAt         int64
 		lease, started, finished sql.NullInt64
 		uniqueUntil              sql.NullInt64
 	)
 	if err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
 		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result,
-		&uniqueKey, &uniqueUntil); err != nil {
+		&uniqueKey, &uniqueUntil, &tags, &j.Snoozes); err != nil {
 		return nil, err
 	}
 	j.UniqueKey = uniqueKey.String
+	j.Tags = splitTags(tags)
 	j.UniqueUntil = optTime(uniqueUntil)
 	j.Payload = json.RawMessage(payload)
 	j.State = readpast.JobState(state)
@@ -59,6 +60,34 @@ func scanJob(r rowScanner) (*readpast.Job, error) {
 		j.Result = json.RawMessage(result.String)
 	}
 	return &j, nil
+}
+
+// joinTags is the tags column of a job with tags (joined by spaces,
+// which no tag contains), NULL for none.
+func joinTags(tags []string) any {
+	if len(tags) == 0 {
+		return nil
+	}
+	return strings.Join(tags, " ")
+}
+
+// splitTags reads a tags column; never nil.
+func splitTags(col sql.NullString) []string {
+	if !col.Valid || col.String == "" {
+		return []string{}
+	}
+	return strings.Split(col.String, " ")
+}
+
+// pairsJSON renders pairs ([tag, job id] for insertTagsSQL and
+// dropTagsSQL, [key, job id] for dropKeysSQL) as a JSON array; "" when
+// there are none.
+func pairsJSON(rows [][2]any) (string, error) {
+	if len(rows) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(rows)
+	return string(b), err
 }
 
 // optTime converts a nullable microsecond column.

@@ -208,7 +208,9 @@ func testGroupBacklog(t *testing.T, h Harness) {
 func testGroupFutureHead(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
-	soon := time.Now().Add(300 * time.Millisecond)
+	// Far enough ahead that the enqueues, the first claim and a completion
+	// all happen before it, even on a loaded machine.
+	soon := time.Now().Add(1500 * time.Millisecond)
 	jobs := enqueue(t, s,
 		readpast.EnqueueParams{Kind: "k", Group: "F", Priority: -5, RunAt: soon},
 		readpast.EnqueueParams{Kind: "k", Group: "F"},
@@ -226,6 +228,9 @@ func testGroupFutureHead(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	c = c[:1]
+	if time.Now().After(soon) {
+		t.Fatal("the set-up took longer than 1.5s: the future jobs came due before it ended")
+	}
 	time.Sleep(time.Until(soon) + 50*time.Millisecond)
 	due := claim(t, s, 10, time.Minute)
 	if fmt.Sprint(ids(due)) != fmt.Sprint([]int64{alone.ID, after[1].ID}) {

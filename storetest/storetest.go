@@ -40,6 +40,9 @@ type Harness struct {
 	// readpast.SQLTxStore methods can join (closed by the test's end).
 	// Required: every store implements SQLTxStore.
 	BeginSQLTx func(t *testing.T, s readpast.Store) *sql.Tx
+	// TagRows counts the store's tag index rows (readpast_job_tags), to
+	// check that deleting a job deletes them. Required.
+	TagRows func(ctx context.Context, s readpast.Store) (int64, error)
 }
 
 func (h Harness) withDefaults() Harness {
@@ -105,6 +108,16 @@ func Run(t *testing.T, h Harness) {
 		{"ScheduleCatchUp", testScheduleCatchUp},
 		{"SchedulerRuns", testSchedulerRuns},
 		{"SchedulersAcrossDST", testSchedulersAcrossDST},
+		{"Tags", testTags},
+		{"TagsInvalidChangeNothing", testTagsInvalid},
+		{"SnoozeReturnsToPendingUncounted", testSnooze},
+		{"SnoozeFreesGroupSlot", testSnoozeGroup},
+		{"SnoozeCountsEachSnooze", testSnoozeCount},
+		{"BulkCancel", testBulkCancel},
+		{"BulkCancelManyBatches", testBulkCancelMany},
+		{"BulkRetry", testBulkRetry},
+		{"BulkDeleteAndDelete", testBulkDelete},
+		{"BulkFilterRequired", testBulkFilterRequired},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

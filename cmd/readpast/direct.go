@@ -84,6 +84,26 @@ func (d *direct) job(ctx context.Context, action string, id int64) (httpapi.Job,
 	return httpapi.NewJob(j), nil
 }
 
+func (d *direct) deleteJob(ctx context.Context, id int64) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.store.Delete(ctx, id)
+}
+
+// bulk runs without the per-request timeout: a bulk action works in
+// batches for as long as it takes, and Ctrl-C stops it between batches.
+func (d *direct) bulk(ctx context.Context, action string, f readpast.JobFilter) (int, error) {
+	switch action {
+	case readpast.BulkRetryAction:
+		return d.store.BulkRetry(ctx, f)
+	case readpast.BulkCancelAction:
+		return d.store.BulkCancel(ctx, f)
+	case readpast.BulkDeleteAction:
+		return d.store.BulkDelete(ctx, f)
+	}
+	return 0, fmt.Errorf("unknown bulk action %q", action)
+}
+
 func (d *direct) stats(ctx context.Context) (httpapi.StatsResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()

@@ -30,7 +30,7 @@ const maxLineBytes = 16 << 20
 
 // runEnqueue enqueues one job described by flags, or, with --stdin, one job
 // per JSON line on stdin (the body of POST /v1/jobs: {"kind", "payload",
-// "queue", "priority", "run_at", "max_attempts", "group"}), through a
+// "queue", "priority", "run_at", "max_attempts", "group", "tags", ...}), through a
 // server or directly into a database (see addTargetFlags).
 //
 // With --stdin every line is read and validated before anything is
@@ -55,6 +55,8 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	maxAttempts := fs.Int("max-attempts", readpast.DefaultMaxAttempts, "attempts before the job fails for good")
 	group := fs.String("group", "", "concurrency group key")
 	uniqueKey := fs.String("unique-key", "", "unique key: while a job holds it, enqueueing it again creates nothing and shows that job")
+	var tags stringList
+	fs.Var(&tags, "tag", fmt.Sprintf("a tag for the job (repeat for several, at most %d)", readpast.MaxTags))
 	uniqueFor := fs.Duration("unique-for", 0, "keep --unique-key held this long after the enqueue, whatever the job's outcome (such as 24h)")
 	fromStdin := fs.Bool("stdin", false, "read jobs as JSON lines from stdin instead of flags; every line is validated before any job is enqueued")
 	asJSON := fs.Bool("json", false, "print the enqueued jobs as JSON (one object a line with --stdin)")
@@ -70,7 +72,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	if *fromStdin {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group", "unique-key", "unique-for"} {
+		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group", "unique-key", "unique-for", "tag"} {
 			if set[name] {
 				return usagef("--%s cannot be used with --stdin: put it in each JSON line", name)
 			}
@@ -103,6 +105,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		if *uniqueKey != "" {
 			req.UniqueKey = uniqueKey
 		}
+		req.Tags = tags
 		if *uniqueFor != 0 {
 			secs := uniqueFor.Seconds()
 			req.UniqueForSeconds = &secs
@@ -231,6 +234,9 @@ func flagError(err error) error {
 		if after, ok := strings.CutPrefix(msg, f+":"); ok {
 			return fmt.Errorf("--%s:%s", f, after)
 		}
+	}
+	if after, ok := strings.CutPrefix(msg, "tags:"); ok {
+		return fmt.Errorf("--tag:%s", after)
 	}
 	return err
 }

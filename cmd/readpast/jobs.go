@@ -2,30 +2,36 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/httpapi"
 )
 
 // jobsUsage is the synopsis of `readpast jobs`.
-const jobsUsage = "Usage: readpast jobs list|show|cancel|retry [flags]"
+const jobsUsage = "Usage: readpast jobs list|show|cancel|retry|delete|bulk [flags]"
 
 // runJobs runs `jobs list|show|cancel|retry`.
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("missing action: want list, show, cancel or retry")
+		return usagef("missing action: want list, show, cancel, retry, delete or bulk")
 	}
 	switch args[0] {
 	case "list":
 		return runJobsList(ctx, args[1:], stdout, stderr)
 	case "show", "cancel", "retry":
 		return runJobsOne(ctx, args[0], args[1:], stdout)
+	case "delete":
+		return runJobsDelete(ctx, args[1:], stdout)
+	case "bulk":
+		return runJobsBulk(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, jobsUsage)
 		return nil
 	}
-	return usagef("unknown action %q: want list, show, cancel or retry", args[0])
+	return usagef("unknown action %q: want list, show, cancel, retry, delete or bulk", args[0])
 }
 
 // runJobsList lists jobs, newest first, one page at a time.
@@ -36,6 +42,7 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	state := fs.String("state", "", "only jobs in this state: pending, running, succeeded, failed or cancelled")
 	kind := fs.String("kind", "", "only jobs of this kind")
 	group := fs.String("group", "", "only jobs of this group")
+	tag := fs.String("tag", "", "only jobs carrying this tag")
 	limit := fs.Int("limit", 100, "most jobs to list (1 to 1000)")
 	cursor := fs.String("cursor", "", "continue after a previous page (its next cursor)")
 	asJSON := fs.Bool("json", false, `print JSON: {"jobs": [...], "next_cursor": ...}`)
@@ -51,7 +58,7 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usagef("--limit must be between 1 and 1000")
 	}
 	p, err := readpast.ListParams{
-		Queue: *queue, State: readpast.JobState(*state), Kind: *kind, Group: *group,
+		Queue: *queue, State: readpast.JobState(*state), Kind: *kind, Group: *group, Tag: *tag,
 		Limit: *limit, Cursor: *cursor,
 	}.Normalize()
 	if err != nil {
@@ -110,4 +117,82 @@ func runJobsOne(ctx context.Context, action string, args []string, stdout io.Wri
 		return writeJSON(stdout, job)
 	}
 	return printJob(stdout, job)
+}
+
+// runJobsDelete deletes one finished job.
+func runJobsDelete(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("jobs delete", "jobs delete ID [flags]", stdout)
+	tf := addTargetFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one job id")
+	}
+	id, err := parseJobID(pos[0])
+	if err != nil {
+		return err
+	}
+	b, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	if err := b.deleteJob(ctx, id); err != nil {
+		return describeJobError("delete", id, err)
+	}
+	fmt.Fprintf(stdout, "deleted job %d\n", id)
+	return nil
+}
+
+// runJobsBulk runs `jobs bulk retry|cancel|delete` on the jobs a filter
+// matches, and prints how many it changed.
+func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || readpast.BulkStates(args[0]) == nil {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(stdout, "Usage: readpast jobs bulk retry|cancel|delete --queue Q --kind K --state S --tag T --group G [flags]")
+			return nil
+		}
+		return usagef("want an action: retry, cancel or delete")
+	}
+	action := args[0]
+	fs := newFlagSet("jobs bulk "+action, "jobs bulk "+action+" [filter flags] [flags]", stdout)
+	tf := addTargetFlags(fs)
+	queue := fs.String("queue", "", "only jobs of this queue")
+	kind := fs.String("kind", "", "only jobs of this kind")
+	state := fs.String("state", "", "only jobs in this state (retry: failed or cancelled; cancel: pending or running; delete: succeeded, failed or cancelled)")
+	tag := fs.String("tag", "", "only jobs carrying this tag")
+	group := fs.String("group", "", "only jobs of this group")
+	asJSON := fs.Bool("json", false, `print {"count": n}`)
+	pos, err := parseFlags(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	f, err := readpast.JobFilter{Queue: *queue, Kind: *kind, State: readpast.JobState(*state), Tag: *tag, Group: *group}.Normalize(action)
+	if err != nil {
+		var fe *readpast.FieldError
+		if errors.As(err, &fe) && fe.Field == "filter" {
+			return usagef("give at least one of --queue, --kind, --state, --tag, --group (a bulk action never applies to every job by default)")
+		}
+		return usageError{err}
+	}
+	b, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	n, err := b.bulk(ctx, action, f)
+	if err != nil {
+		return fmt.Errorf("bulk %s: %w", action, err)
+	}
+	if *asJSON {
+		return writeJSON(stdout, httpapi.BulkResponse{Count: n})
+	}
+	past := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action]
+	fmt.Fprintf(stdout, "%s %d jobs\n", past, n)
+	return nil
 }

@@ -177,7 +177,7 @@ func (c *remote) enqueue(ctx context.Context, jobs []json.RawMessage) ([]httpapi
 
 func (c *remote) list(ctx context.Context, p readpast.ListParams, summary bool) (listPage, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"queue": p.Queue, "state": string(p.State), "kind": p.Kind, "group": p.Group, "cursor": p.Cursor} {
+	for k, v := range map[string]string{"queue": p.Queue, "state": string(p.State), "kind": p.Kind, "group": p.Group, "tag": p.Tag, "cursor": p.Cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -202,6 +202,16 @@ func (c *remote) job(ctx context.Context, action string, id int64) (httpapi.Job,
 	var j httpapi.Job
 	err := c.do(ctx, method, path, nil, &j)
 	return j, err
+}
+
+func (c *remote) deleteJob(ctx context.Context, id int64) error {
+	return c.do(ctx, http.MethodDelete, "/v1/jobs/"+strconv.FormatInt(id, 10), nil, nil)
+}
+
+func (c *remote) bulk(ctx context.Context, action string, f readpast.JobFilter) (int, error) {
+	var res httpapi.BulkResponse
+	err := c.do(ctx, http.MethodPost, "/v1/bulk/"+action, f, &res)
+	return res.Count, err
 }
 
 func (c *remote) stats(ctx context.Context) (httpapi.StatsResponse, error) {

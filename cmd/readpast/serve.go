@@ -60,6 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
 	maxBatch := fs.Int("max-batch", httpapi.DefaultMaxBatch, "most jobs in one batch enqueue")
+	maxSnoozes := fs.Int("max-snoozes", readpast.DefaultMaxSnoozes, "most times POST /v1/jobs/{id}/snooze may snooze one job (409 snooze_limit past it)")
 	maxResponse := fs.Int64("max-response-bytes", httpapi.DefaultMaxResponseBytes,
 		"byte budget of a list or claim response: fewer jobs (and a cursor) beyond it")
 	writeTimeout := fs.Duration("write-timeout", httpapi.DefaultWriteTimeout,
@@ -91,6 +92,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *maxBody < 1 || *maxBatch < 1 || *maxResponse < 1 {
 		return usagef("--max-body-bytes, --max-batch and --max-response-bytes must be positive")
+	}
+	if *maxSnoozes < 1 {
+		return usagef("--max-snoozes must be positive")
 	}
 	if *writeTimeout <= 0 {
 		return usagef("--write-timeout must be positive")
@@ -169,6 +173,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		AllowedHosts:      hosts,
 		MaxBodyBytes:      *maxBody,
 		MaxBatch:          *maxBatch,
+		MaxSnoozes:        *maxSnoozes,
 		MaxResponseBytes:  *maxResponse,
 		WriteTimeout:      *writeTimeout,
 		IdempotencyPeriod: *idemFor,

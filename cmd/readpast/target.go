@@ -38,6 +38,11 @@ type backend interface {
 	list(ctx context.Context, p readpast.ListParams, summary bool) (listPage, error)
 	// job runs show, cancel or retry on one job.
 	job(ctx context.Context, action string, id int64) (httpapi.Job, error)
+	// deleteJob deletes one finished job.
+	deleteJob(ctx context.Context, id int64) error
+	// bulk runs a bulk action (retry, cancel or delete) on the jobs f
+	// matches and returns how many it changed.
+	bulk(ctx context.Context, action string, f readpast.JobFilter) (int, error)
 	// stats counts jobs per queue and state.
 	stats(ctx context.Context) (httpapi.StatsResponse, error)
 	// queues lists the queues as GET /v1/queues does.

@@ -50,9 +50,9 @@ func ReadpastPostgres(ctx context.Context, url string) (*Readpast, error) {
 			return execAll(ctx, s.Pool(),
 				// TRUNCATE fires no DELETE trigger: the counts go too.
 				"TRUNCATE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues, "+
-					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs",
+					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags",
 				"VACUUM ANALYZE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues, "+
-					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs")
+					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags")
 		},
 		history: func(ctx context.Context, n int) error {
 			if _, err := s.Pool().Exec(ctx, historySQLPostgres, n); err != nil {
@@ -99,7 +99,8 @@ func ReadpastSQLite(ctx context.Context, path string) (*Readpast, error) {
 		store: s,
 		reset: func(ctx context.Context) error {
 			_, err := s.DB().ExecContext(ctx, `DELETE FROM readpast_jobs; DELETE FROM readpast_history;
-				DELETE FROM readpast_groups; DELETE FROM readpast_group_ready; DELETE FROM readpast_queues`)
+				DELETE FROM readpast_groups; DELETE FROM readpast_group_ready; DELETE FROM readpast_queues;
+				DELETE FROM readpast_job_tags`)
 			return err
 		},
 		history: func(ctx context.Context, n int) error {

@@ -52,7 +52,7 @@ type Report struct {
 
 	Claims       int // jobs handed out
 	Reran        int // jobs claimed more than once (after a lease ran out, a release or a failure)
-	Redone       int // runs that finished but whose outcome no store accepted, their job claimed again: work done twice
+	Redone       int // runs that succeeded but whose completion no store accepted, their job claimed again: work done twice
 	StaleRefused int // writes refused as stale (fencing at work)
 	Unknown      int // writes whose caller got an error (outcome unknown)
 	BadLines     int // history lines that did not parse
@@ -246,16 +246,24 @@ func Check(in Input) Report {
 	r.Overlapping += len(overlapping)
 
 	// Work done twice: a run that finished, whose outcome was never
-	// accepted, and whose job was claimed again after it.
-	accepted := map[pairKey]bool{}
+	// accepted, and whose job was claimed again after it. A run whose
+	// process sent a failure is left out: its job runs again by design
+	// (the attempt failed), whether or not the failure's answer arrived.
+	accepted, failed := map[pairKey]bool{}, map[pairKey]bool{}
 	for _, e := range in.Events {
 		if (e.Op == OpComplete || e.Op == OpFail) && e.Out == OutOK {
 			accepted[pairKey{e.ID, e.Token}] = true
 		}
+		if e.Op == OpFail {
+			failed[pairKey{e.ID, e.Token}] = true
+		}
 	}
 	for id, rs := range runs {
 		for _, x := range rs {
-			if x.c == nil || accepted[pairKey{id, x.c.Token}] || starts[pairKey{id, x.c.Token}] != 0 {
+			if x.c == nil {
+				continue
+			}
+			if k := (pairKey{id, x.c.Token}); accepted[k] || failed[k] || starts[k] != 0 {
 				continue
 			}
 			for _, c := range perJob[id] {

@@ -252,3 +252,20 @@ func TestWrapRecordsARealRun(t *testing.T) {
 		t.Fatalf("%s %v", r.Summary(), r.Problems)
 	}
 }
+
+func TestRedone(t *testing.T) {
+	b := (&h{}).enqueue(1, "").enqueue(2, "")
+	// Job 1 succeeded under A, but the completion's answer was lost and it
+	// was never applied: B claims the job again and does the work twice.
+	b.claim("A", 1, "t1", "", 10, 11, 1000).run("A", 1, "t1", 12, 20).write(OpComplete, "A", 1, "t1", 21, 22, OutError)
+	b.claim("B", 1, "t1b", "", 2000, 2001, 1000).run("B", 1, "t1b", 2002, 2003).write(OpComplete, "B", 1, "t1b", 2004, 2005, OutOK)
+	// Job 2 failed under A; the failure's answer was lost (it was applied)
+	// and B runs the retry: by design, not work done twice.
+	b.claim("A", 2, "t2", "", 10, 11, 1000).run("A", 2, "t2", 12, 20).write(OpFail, "A", 2, "t2", 21, 22, OutError)
+	b.claim("B", 2, "t2b", "", 30, 31, 1000).run("B", 2, "t2b", 32, 33).write(OpComplete, "B", 2, "t2b", 34, 35, OutOK)
+	b.write(OpFail, "A", 2, "t2", 40, 41, OutStale)
+	r := check(t, b, map[int64]Final{1: succeeded("t1b"), 2: succeeded("t2b")}, nil)
+	if r.Redone != 1 {
+		t.Fatalf("redone = %d, want 1 (job 1 only): %s", r.Redone, r.Summary())
+	}
+}

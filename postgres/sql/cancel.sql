@@ -7,9 +7,11 @@ WITH done AS (
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
+         tags, snoozes)
     SELECT id, queue, kind, payload, priority, run_at, 'cancelled', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until
+           worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until,
+           tags, snoozes
     FROM done
     RETURNING *
 ),
@@ -26,6 +28,7 @@ notified AS (
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, NULL::timestamptz, worker, created_at, started_at,
-       finished_at, errors, result, unique_key, unique_until
+       finished_at, errors, result, unique_key, unique_until,
+       array_to_string(tags, ' '), snoozes
 FROM moved
 WHERE (SELECT count(*) FROM notified) >= 0;

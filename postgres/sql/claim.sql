@@ -166,7 +166,8 @@ announced AS (
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
+       array_to_string(tags, ' '), snoozes
 FROM claimed
 WHERE readpast_stall('claim.end', id)
 ORDER BY priority, run_at, id;

@@ -31,9 +31,11 @@ done AS (
 moved AS (
     INSERT INTO readpast_jobs_history
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
+         tags, snoozes)
     SELECT d.id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), errors, t.result, unique_key, unique_until
+           worker, group_key, created_at, started_at, now(), errors, t.result, unique_key, unique_until,
+           tags, snoozes
     FROM done d JOIN target t ON t.id = d.id
 ),
 freeing AS (

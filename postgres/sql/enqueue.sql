@@ -1,30 +1,35 @@
 -- Enqueue a batch in one statement. Inputs are parallel arrays; rows come
--- back in input order (ids are assigned in that order). It only inserts:
--- job rows with fresh ids, and ready marks for grouped jobs (marks have no
--- unique key). It touches no group row, so it never waits on a
+-- back in input order (ids are assigned in that order). $8 holds each
+-- job's tags joined by spaces (tags never contain one; NULL for none). It
+-- only inserts: job rows with fresh ids, ready marks for grouped jobs
+-- (marks have no unique key), and tag rows (keyed by the fresh ids). It touches no group row, so it never waits on a
 -- claim, a finisher, or another enqueue, whether or not their
 -- transactions are open. A NULL run-at means now on the database's clock,
 -- the clock claims compare with. The NOTIFY is delivered when the
 -- caller's transaction commits, coalesced per transaction.
 WITH input AS (
     SELECT *
-    FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[])
-        WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, ord)
+    FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
+                $8::text[])
+        WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, tags, ord)
 ),
 inserted AS (
-    INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key)
-    SELECT queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key
+    INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key, tags)
+    SELECT queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key,
+           string_to_array(tags, ' ')
     FROM input ORDER BY ord
     RETURNING *
 ),
 -- Ready marks for the grouped jobs (see the fragment).
 {{template "mark_enqueued"}},
+{{template "tag_enqueued"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n
 )
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
+       array_to_string(tags, ' '), snoozes
 FROM inserted
 WHERE (SELECT count(*) FROM notified) >= 0
 ORDER BY id;

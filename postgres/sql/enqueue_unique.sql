@@ -2,7 +2,8 @@
 -- same statement without keys). Inputs are parallel arrays; $8 holds each
 -- job's key (NULL for none), and $9 its period in microseconds (NULL for
 -- none). The caller sends each key once (later entries of a batch with the
--- same key are settled by the caller as duplicates of the first).
+-- same key are settled by the caller as duplicates of the first). $10
+-- holds each job's tags as in enqueue.sql.
 --
 -- Job ids are drawn first, in input order. Each key is inserted into
 -- readpast_unique_keys with ON CONFLICT DO NOTHING, in key order: the
@@ -23,9 +24,9 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
-                $8::text[], $9::bigint[])
+                $8::text[], $9::bigint[], $10::text[])
         WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key,
-                             unique_key, unique_for, ord)
+                             unique_key, unique_for, tags, ord)
 ),
 numbered AS (
     SELECT i.*, nextval('readpast_job_id_seq') AS id,
@@ -43,15 +44,16 @@ taken AS (
 ),
 inserted AS (
     INSERT INTO readpast_jobs (id, queue, kind, payload, priority, run_at, max_attempts, group_key,
-                               unique_key, unique_until)
+                               unique_key, unique_until, tags)
     SELECT id, queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key,
-           unique_key, unique_until
+           unique_key, unique_until, string_to_array(tags, ' ')
     FROM numbered
     WHERE unique_key IS NULL OR id IN (SELECT job_id FROM taken)
     ORDER BY ord
     RETURNING *
 ),
 {{template "mark_enqueued"}},
+{{template "tag_enqueued"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM inserted LIMIT 1) n
 ),
@@ -68,17 +70,20 @@ holders AS (
 )
 SELECT n.ord, 'new', i.id, i.queue, i.kind, i.payload, i.priority, 'pending'::text, i.attempt, i.max_attempts,
        i.run_at, i.group_key, NULL::text, NULL::timestamptz, i.worker, i.created_at, i.started_at,
-       NULL::timestamptz, i.errors, NULL::jsonb, i.unique_key, i.unique_until
+       NULL::timestamptz, i.errors, NULL::jsonb, i.unique_key, i.unique_until,
+       array_to_string(i.tags, ' '), i.snoozes
 FROM inserted i JOIN numbered n ON n.id = i.id
 WHERE (SELECT count(*) FROM notified) >= 0
 UNION ALL
 SELECT h.ord, 'duplicate', j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
        j.run_at, j.group_key, j.token::text, j.lease_expires_at, j.worker, j.created_at, j.started_at,
-       NULL::timestamptz, j.errors, NULL::jsonb, j.unique_key, j.unique_until
+       NULL::timestamptz, j.errors, NULL::jsonb, j.unique_key, j.unique_until,
+       array_to_string(j.tags, ' '), j.snoozes
 FROM holders h CROSS JOIN LATERAL (SELECT * FROM readpast_jobs j WHERE j.id = h.job_id) j
 UNION ALL
 SELECT h.ord, 'duplicate', j.id, j.queue, j.kind, j.payload, j.priority, j.state, j.attempt, j.max_attempts,
        j.run_at, j.group_key, j.token::text, NULL::timestamptz, j.worker, j.created_at, j.started_at,
-       j.finished_at, j.errors, j.result, j.unique_key, j.unique_until
+       j.finished_at, j.errors, j.result, j.unique_key, j.unique_until,
+       array_to_string(j.tags, ' '), j.snoozes
 FROM holders h CROSS JOIN LATERAL (SELECT * FROM readpast_jobs_history j WHERE j.id = h.job_id) j
 ORDER BY 1;

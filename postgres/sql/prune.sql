@@ -2,8 +2,10 @@
 -- callers loop in small batches. The BRIN index on finished_at narrows the
 -- scan to the old end of the history table. The unique keys the deleted
 -- jobs still hold (their period had not ended) are freed with them: a key
--- whose holder is gone holds nothing. History rows first, then key rows,
--- as retry takes them.
+-- whose holder is gone holds nothing. Their tag rows go too (primary-key
+-- lookups: the row lists its tags). History rows first, then key rows,
+-- as retry takes them; tag rows are only ever written by enqueue, for
+-- fresh ids, so deleting them waits on nobody.
 WITH gone AS (
     DELETE FROM readpast_jobs_history
     WHERE id IN (
@@ -11,7 +13,12 @@ WITH gone AS (
         WHERE finished_at < $2 AND state = $1
         LIMIT $3
     )
-    RETURNING id, unique_key
+    RETURNING id, unique_key, tags
+),
+dropped_tags AS (
+    DELETE FROM readpast_job_tags t
+    USING (SELECT id, unnest(tags) AS tag FROM gone WHERE tags IS NOT NULL) g
+    WHERE t.tag = g.tag AND t.job_id = g.id
 ),
 freed_keys AS (
     DELETE FROM readpast_unique_keys k

@@ -27,20 +27,7 @@ marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
     SELECT queue, priority, run_at, id, group_key FROM retried WHERE group_key IS NOT NULL
 ),
-dead AS (
-    DELETE FROM readpast_jobs j
-    USING expired e
-    WHERE j.id = e.id AND NOT e.retry
-    RETURNING j.*, e.errors AS new_errors
-),
-moved AS (
-    INSERT INTO readpast_jobs_history
-        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until)
-    SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
-           worker, group_key, created_at, started_at, now(), new_errors, NULL, unique_key, unique_until
-    FROM dead
-),
+{{template "fail_for_good" "expired"}},
 freeing AS (
     SELECT group_key, count(*) AS n FROM expired WHERE group_key IS NOT NULL GROUP BY group_key
 ),

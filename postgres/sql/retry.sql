@@ -1,5 +1,6 @@
 -- Make a job pending now. A failed or cancelled job comes back from
--- history with the same id, its attempts reset and its errors kept; a
+-- history with the same id, its attempts and snoozes reset, its errors
+-- and tags kept (its tag rows never left); a
 -- pending job's run-at becomes now. Running and succeeded jobs are left
 -- alone (no row comes back). A grouped job gets a ready mark at its new
 -- place in claim order; like enqueue, this touches no group row.
@@ -33,9 +34,9 @@ old AS (
 revived AS (
     INSERT INTO readpast_jobs
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts,
-         worker, group_key, created_at, started_at, errors, unique_key, unique_until)
+         worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, snoozes)
     SELECT id, queue, kind, payload, priority, now(), 'pending', 0, max_attempts,
-           worker, group_key, created_at, started_at, errors, unique_key, unique_until
+           worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0
     FROM old
     RETURNING *
 ),
@@ -56,6 +57,7 @@ notified AS (
 )
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
+       array_to_string(tags, ' '), snoozes
 FROM changed
 WHERE (SELECT count(*) FROM notified) >= 0;

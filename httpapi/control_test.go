@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/readpast/readpast"
+)
+
+// TestTagsSnoozeBulk drives tags, snooze and the bulk actions over HTTP on
+// both stores: tags round-trip and filter listings, a snooze puts the job
+// back for later and counts up to the server's limit (409 snooze_limit
+// past it, the job still running), and the bulk actions report their
+// counts, fence the cancelled running jobs' tokens and refuse empty or
+// unknown filters.
+func TestTagsSnoozeBulk(t *testing.T) {
+	for name, newE := range map[string]func(*testing.T, func(*Config)) *testEnv{"sqlite": newEnv, "postgres": newPostgresEnv} {
+		t.Run(name, func(t *testing.T) {
+			e := newE(t, func(c *Config) { c.MaxSnoozes = 2 })
+			j := e.enqueue(`{"kind":"k","queue":"q","tags":["a","b","a"]}`)
+			if !slices.Equal(j.Tags, []string{"a", "b"}) || j.Snoozes != 0 {
+				t.Fatalf("enqueued: tags %q snoozes %d", j.Tags, j.Snoozes)
+			}
+			other := e.enqueue(`{"kind":"k","queue":"q"}`)
+			if other.Tags == nil || len(other.Tags) != 0 {
+				t.Fatalf("untagged job: tags %#v", other.Tags)
+			}
+			e.wantError("POST", "/v1/jobs", `{"kind":"k","tags":["x y"]}`, 400, CodeInvalidField, "tags")
+			e.wantError("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k"},{"kind":"k","tags":[""]}]}`, 400, CodeInvalidField, "jobs[1].tags")
+			var list struct{ Jobs []Job }
+			e.must("GET", "/v1/jobs?tag=b", ``, 200, &list)
+			if len(list.Jobs) != 1 || list.Jobs[0].ID != j.ID {
+				t.Fatalf("list by tag: %+v", list.Jobs)
+			}
+			e.wantError("GET", "/v1/jobs?tag=", ``, 400, CodeInvalidField, "tag")
+
+			// Snooze twice (the limit), then 409 snooze_limit.
+			for i := 1; i <= 2; i++ {
+				e.must("POST", "/v1/jobs/"+fmt.Sprint(j.ID)+"/retry", ``, 200, nil) // due now
+				c := e.claim(`{"worker":"w","queues":["q"],"limit":2}`)
+				var held Job
+				for _, cj := range c {
+					if cj.ID == j.ID {
+						held = cj
+					} else {
+						e.must("POST", fmt.Sprintf("/v1/jobs/%d/release", cj.ID), fmt.Sprintf(`{"token":%q}`, cj.Token), 200, nil)
+					}
+				}
+				if held.ID == 0 {
+					t.Fatalf("round %d: job not claimed", i)
+				}
+				var after Job
+				e.must("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":600}`, held.Token), 200, &after)
+				if after.State != readpast.StatePending || after.Snoozes != i || after.Attempt != 0 {
+					t.Fatalf("round %d: after snooze %+v", i, after)
+				}
+				e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":1}`, held.Token), 409, CodeStaleToken, "")
+			}
+			e.must("POST", "/v1/jobs/"+fmt.Sprint(j.ID)+"/retry", ``, 200, nil)
+			var held Job
+			for _, cj := range e.claim(`{"worker":"w","queues":["q"],"limit":2}`) {
+				if cj.ID == j.ID {
+					held = cj
+				}
+			}
+			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":1}`, held.Token), 409, CodeSnoozeLimit, "")
+			if g := e.get(j.ID); g.State != readpast.StateRunning || g.Snoozes != 2 {
+				t.Fatalf("after snooze_limit: %s, snoozes %d", g.State, g.Snoozes)
+			}
+			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":-1}`, held.Token), 400, CodeInvalidField, "seconds")
+
+			// Bulk: cancel the queue (the running job's token is fenced),
+			// retry by tag, delete what is finished.
+			var br BulkResponse
+			e.must("POST", "/v1/bulk/cancel", `{"queue":"q"}`, 200, &br)
+			if br.Count != 2 {
+				t.Fatalf("bulk cancel: %d", br.Count)
+			}
+			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/complete", j.ID), fmt.Sprintf(`{"token":%q}`, held.Token), 409, CodeStaleToken, "")
+			e.must("POST", "/v1/bulk/retry", `{"tag":"a"}`, 200, &br)
+			if br.Count != 1 || e.get(j.ID).State != readpast.StatePending {
+				t.Fatalf("bulk retry by tag: %d, job %s", br.Count, e.get(j.ID).State)
+			}
+			e.must("POST", "/v1/bulk/delete", `{"queue":"q"}`, 200, &br)
+			if br.Count != 1 {
+				t.Fatalf("bulk delete: %d", br.Count)
+			}
+			e.wantError("GET", fmt.Sprintf("/v1/jobs/%d", other.ID), ``, 404, CodeNotFound, "")
+			e.wantError("POST", "/v1/bulk/delete", `{}`, 400, CodeInvalidField, "filter")
+			e.wantError("POST", "/v1/bulk/delete", `{"queue":"q","everything":true}`, 400, CodeInvalidField, "everything")
+			e.wantError("POST", "/v1/bulk/cancel", `{"state":"failed"}`, 400, CodeInvalidField, "state")
+		})
+	}
+}

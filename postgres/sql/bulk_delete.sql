@@ -1,0 +1,44 @@
+-- One batch of BulkDelete (and Delete, $8 holding its one id): the
+-- finished jobs among the ids of the walk (the bulk_scan fragment; its
+-- parameters $1..$8) that still match the filters are deleted with their
+-- tag rows and, as prune.sql does, the unique keys they still hold.
+--
+-- History rows are locked FOR UPDATE SKIP LOCKED in id order (a retry or
+-- another delete holding one: passed over, returned, tried again by the
+-- store after the walk), then key rows; tag rows are only ever written by
+-- enqueue, for fresh ids, so deleting them waits on nobody. It touches no
+-- live row and no group row: claims never wait on it.
+--
+-- Returns how many it deleted, the walk's last id (NULL: the walk is
+-- over) and the ids it passed over.
+WITH {{template "bulk_scan" "readpast_jobs_history"}},
+target AS (
+    SELECT id FROM readpast_jobs_history
+    WHERE id = ANY (ARRAY(SELECT id FROM scan))
+      AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
+      AND ($5 = '' OR group_key = $5)
+    ORDER BY id
+    FOR UPDATE SKIP LOCKED
+),
+gone AS (
+    DELETE FROM readpast_jobs_history h
+    WHERE h.id = ANY (ARRAY(SELECT id FROM target))
+    RETURNING h.id, h.unique_key, h.tags
+),
+dropped_tags AS (
+    DELETE FROM readpast_job_tags t
+    USING (SELECT id, unnest(tags) AS tag FROM gone WHERE tags IS NOT NULL) g
+    WHERE t.tag = g.tag AND t.job_id = g.id
+),
+freed_keys AS (
+    DELETE FROM readpast_unique_keys k
+    USING gone g
+    WHERE g.unique_key IS NOT NULL AND k.unique_key = g.unique_key AND k.job_id = g.id
+)
+SELECT (SELECT count(*) FROM gone),
+       (SELECT max(id) FROM scan),
+       ARRAY(SELECT s.id FROM scan s
+             WHERE s.id NOT IN (SELECT id FROM target)
+               AND EXISTS (SELECT 1 FROM readpast_jobs_history h WHERE h.id = s.id
+                             AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
+                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5)));

@@ -1,0 +1,25 @@
+{{/*
+fail_for_good moves the jobs whose attempts are used up to the history as
+failed. Its argument names a CTE of the job rows this statement holds,
+    (id bigint, retry bool, errors jsonb, ...)
+and it defines dead (the deleted live rows, with new_errors) and moved.
+Shared by fail.sql and rescue.sql, so that the history's columns are
+listed once for both.
+*/}}{{define "fail_for_good"}}
+dead AS (
+    DELETE FROM readpast_jobs j
+    USING {{.}} src
+    WHERE j.id = src.id AND NOT src.retry
+    RETURNING j.*, src.errors AS new_errors
+),
+moved AS (
+    INSERT INTO readpast_jobs_history
+        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
+         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
+         tags, snoozes)
+    SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
+           worker, group_key, created_at, started_at, now(), new_errors, NULL, unique_key, unique_until,
+           tags, snoozes
+    FROM dead
+)
+{{- end}}
