@@ -107,7 +107,8 @@ func seed(t *testing.T, bk *backend) seeded {
 	}
 	var s seeded
 	// A job that fails for good, with a long stack.
-	f := enqueue(readpast.EnqueueParams{Kind: "email", Queue: "mail", Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)})[0]
+	f := enqueue(readpast.EnqueueParams{Kind: "email", Queue: "mail", Tags: []string{"vip"},
+		Payload: []byte(`{"to":"ada@example.com","template":"welcome"}`)})[0]
 	s.failed = f.ID
 	c, err := st.Claim(ctx, readpast.ClaimParams{Queues: []string{"mail"}, Worker: "mailer-7", Limit: 1, Lease: time.Minute})
 	if err != nil || len(c) != 1 || c[0].ID != f.ID {
@@ -132,7 +133,8 @@ func seed(t *testing.T, bk *backend) seeded {
 	for i := range 8 {
 		enqueue(readpast.EnqueueParams{Kind: "email", Queue: "mail", Payload: []byte(fmt.Sprintf(`{"to":"user%d@example.com"}`, i))})
 	}
-	s.needle = enqueue(readpast.EnqueueParams{Kind: "email", Queue: "mail", Payload: []byte(`{"to":"grace@example.com","note":"find the Needle"}`)})[0].ID
+	s.needle = enqueue(readpast.EnqueueParams{Kind: "email", Queue: "mail", Tags: []string{"vip", "eu"},
+		Payload: []byte(`{"to":"grace@example.com","note":"find the Needle"}`)})[0].ID
 	s.scheduled = enqueue(readpast.EnqueueParams{Kind: "invoice", Queue: "billing", RunAt: time.Now().Add(2 * time.Hour)})[0].ID
 	s.long = enqueue(readpast.EnqueueParams{Kind: "render", Queue: "reports",
 		Payload: []byte(`{"blob":"` + strings.Repeat("abcdefghij", 3000) + `","rows":[` + strings.Repeat(`{"a":1,"b":"two"},`, 200) + `{}]}`)})[0].ID
@@ -302,6 +304,16 @@ func testBrowserJobs(b *browser, bk *backend, s seeded) {
 		b.t.Errorf("text in error: %v, want [%d]", got, s.failed)
 	}
 	b.wantText("table.jobs", "smtp: connection refused")
+	// The tag filter.
+	b.nav("/jobs")
+	b.do(chromedp.SetValue(chromedp.CSS("#f-tag"), "vip"))
+	b.submit("form.filters button[type=submit]", http.StatusOK)
+	if got := b.rowIDs(); !slices.Equal(got, []int64{s.needle, s.failed}) {
+		b.t.Errorf("tag vip: %v, want [%d %d]", got, s.needle, s.failed)
+	}
+	if got := b.location(); !strings.Contains(got, "tag=vip") {
+		b.t.Errorf("the tag filter is not in the address: %s", got)
+	}
 	b.checkLabels()
 	b.shot("jobs-search")
 	if got := filter("nosuchqueue", "", "", "", ""); len(got) != 0 {
@@ -321,6 +333,7 @@ func testBrowserJob(b *browser, s seeded) {
 	b.wantText(".facts", "mailer-7")
 	b.wantText(".facts", "1 of 25")
 	b.wantText("pre.text", `"to": "ada@example.com"`)
+	b.wantText(".facts .tags", "vip")
 	b.wantText("#attempt-1", "smtp: connection refused")
 	b.toggle("#attempt-1 summary")
 	b.wantText("#attempt-1 details pre", "/srv/mailer/send.go:88")
@@ -374,6 +387,18 @@ func testBrowserActions(b *browser, st testStore, s seeded) {
 	act(s.running, "cancel", "Job cancelled")
 	if j := get(s.running); j.State != readpast.StateCancelled {
 		b.t.Fatalf("after cancelling a running job: %s", j.State)
+	}
+	// Delete a finished job: back to the list, and it is gone.
+	act(s.running, "delete", "Job deleted")
+	if loc := b.location(); loc != b.base+"/jobs?done=delete" {
+		b.t.Fatalf("after delete: %s", loc)
+	}
+	if _, err := st.Get(ctx, s.running); !errors.Is(err, readpast.ErrNotFound) {
+		b.t.Fatalf("after delete, Get: %v", err)
+	}
+	b.nav(fmt.Sprintf("/jobs/%d", s.pending))
+	if n := b.evalInt(`document.querySelectorAll('#action-delete').length`); n != 0 {
+		b.t.Fatal("a pending job offers to be deleted")
 	}
 
 	b.nav(fmt.Sprintf("/jobs/%d", s.scheduled))
@@ -1018,8 +1043,8 @@ func (b *browser) wantText(sel, want string) {
 	js, _ := json.Marshal(sel)
 	w, _ := json.Marshal(want)
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`(function () {
-  var e = document.querySelector(%s);
-  return !!e && e.innerText.indexOf(%s) >= 0;
+  var e = document.querySelector(%[1]s);
+  return !!e && (e.innerText.indexOf(%[2]s) >= 0 || e.textContent.replace(/\s+/g, ' ').indexOf(%[2]s) >= 0);
 })()`, js, w), chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		b.t.Fatalf("%s shows %q, want %q in it (at %s)", sel, b.text(sel), want, b.location())
 	}

@@ -26,18 +26,18 @@ const (
 
 // filter is the job list's selection, from the query string.
 type filter struct {
-	Queue, State, Kind, Group, Text string
+	Queue, State, Kind, Group, Tag, Text string
 }
 
 func parseFilter(q url.Values) filter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
-	return filter{Queue: get("queue"), State: get("state"), Kind: get("kind"), Group: get("group"), Text: get("q")}
+	return filter{Queue: get("queue"), State: get("state"), Kind: get("kind"), Group: get("group"), Tag: get("tag"), Text: get("q")}
 }
 
 // values is the query string of f.
 func (f filter) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"queue": f.Queue, "state": f.State, "kind": f.Kind, "group": f.Group, "q": f.Text} {
+	for k, s := range map[string]string{"queue": f.Queue, "state": f.State, "kind": f.Kind, "group": f.Group, "tag": f.Tag, "q": f.Text} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -99,7 +99,7 @@ func (h *Handler) jobsPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 	}
 	p := readpast.SearchParams{
 		ListParams: readpast.ListParams{Queue: d.Filter.Queue, State: readpast.JobState(d.Filter.State),
-			Kind: d.Filter.Kind, Group: d.Filter.Group, Limit: pageSize, Cursor: d.Cursor},
+			Kind: d.Filter.Kind, Group: d.Filter.Group, Tag: d.Filter.Tag, Limit: pageSize, Cursor: d.Cursor},
 		Text: d.Filter.Text,
 		Scan: scanFilter,
 	}
@@ -171,6 +171,9 @@ func actionsFor(j *readpast.Job, now time.Time) []jobAction {
 	case readpast.StateFailed, readpast.StateCancelled:
 		out = append(out, jobAction{Name: "retry", Label: "Retry", Help: "Pending again now, with its attempts reset."})
 	}
+	if j.State.Final() {
+		out = append(out, jobAction{Name: "delete", Label: "Delete", Danger: true, Help: "Gone from the history for good."})
+	}
 	return out
 }
 
@@ -198,19 +201,27 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 }
 
 // jobAction takes an action on one job: cancel, retry (a failed or
-// cancelled job) or run (a pending job, now).
+// cancelled job), run (a pending job, now) or delete (a finished job).
 func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	action := r.PathValue("action")
-	if err != nil || id < 1 || (action != "cancel" && action != "retry" && action != "run") {
+	if err != nil || id < 1 || (action != "cancel" && action != "retry" && action != "run" && action != "delete") {
 		h.errorPage(w, r, v, http.StatusNotFound, "There is no such action.")
 		return
 	}
 	ctx, cancel := storeContext(r)
 	defer cancel()
-	if action == "cancel" {
+	switch action {
+	case "cancel":
 		_, err = h.store.Cancel(ctx, id)
-	} else {
+	case "delete":
+		if err = h.store.Delete(ctx, id); err == nil {
+			// The job's page is gone: back to the list.
+			h.overview.touch()
+			http.Redirect(w, r, "/jobs?done=delete", http.StatusSeeOther)
+			return
+		}
+	default:
 		// Store.Retry makes a failed or cancelled job pending, and a
 		// pending job due now: the page offered one of the two, so the
 		// job must still be in a state the page offered it for.
@@ -253,6 +264,7 @@ func (h *Handler) redirectDone(w http.ResponseWriter, r *http.Request, fallback,
 // flashes are the messages a page shows after an action (?done=).
 var flashes = map[string]string{
 	"cancel":          "Job cancelled.",
+	"delete":          "Job deleted.",
 	"retry":           "Job retried: it is pending again.",
 	"run":             "Job made due now.",
 	"pause":           "Queue paused: no worker claims its jobs until it is resumed.",

@@ -58,6 +58,7 @@ func parsePages(a *assets) (*pages, error) {
 			return jobsURL(filter{Queue: queue, State: state}.values())
 		},
 		"groupJobs": func(group string) template.URL { return jobsURL(filter{Group: group}.values()) },
+		"tagJobs":   func(tag string) template.URL { return jobsURL(filter{Tag: tag}.values()) },
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {

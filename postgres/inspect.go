@@ -93,7 +93,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if p.Cursor != "" {
 		before, _ = readpast.DecodeCursor(p.Cursor)
 	}
-	rows, err := s.pool.Query(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan)
+	rows, err := s.pool.Query(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan, p.Tag)
 	if err != nil {
 		return readpast.SearchResult{}, opErr("search", err)
 	}

@@ -84,7 +84,7 @@ LEFT JOIN readpast_groups AS g ON g.group_key = l.group_key
 ORDER BY l.running + l.pending DESC, l.group_key`
 	// searchSQL: among the newest ?8 jobs with ids below ?6 (live and
 	// finished together), the first ?7 that match, newest first. Filters:
-	// ?1 queue, ?2 state, ?3 kind, ?4 group ('' = any), ?5 text found,
+	// ?1 queue, ?2 state, ?3 kind, ?4 group, ?9 tag ('' = any), ?5 text found,
 	// ignoring ASCII case, in the payload or errors ('' = any). Each table
 	// is read backwards along its primary key, at most ?8 rows of it; a
 	// state filter skips the table that cannot hold the state.
@@ -101,6 +101,7 @@ ORDER BY l.running + l.pending DESC, l.group_key`
     ORDER BY id DESC LIMIT ?8)
 WHERE (?1 = '' OR queue = ?1) AND (?2 = '' OR state = ?2) AND (?3 = '' OR kind = ?3)
   AND (?4 = '' OR group_key = ?4)
+  AND (?9 = '' OR instr(' ' || coalesce(tags, '') || ' ', ' ' || ?9 || ' ') > 0)
   AND (?5 = '' OR instr(lower(payload), lower(?5)) > 0 OR instr(lower(errors), lower(?5)) > 0)
 ORDER BY id DESC
 LIMIT ?7`
@@ -272,7 +273,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	var jobs []*readpast.Job
 	err = s.readOp(ctx, "search", func(db *sql.DB) error {
 		jobs = nil
-		rows, err := db.QueryContext(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan)
+		rows, err := db.QueryContext(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan, p.Tag)
 		if err != nil {
 			return err
 		}

@@ -207,7 +207,8 @@ func testSearch(t *testing.T, h Harness) {
 	s, in := newInspector(t, h)
 	ctx := ctxT(t)
 	// 30 jobs in two queues and three kinds; every fourth is grouped, every
-	// fifth has the needle in its payload. Some end up running, succeeded,
+	// fifth has the needle in its payload, every third is tagged "red"
+	// (and every sixth "blue" too). Some end up running, succeeded,
 	// failed (with the needle in the message or stack) or cancelled.
 	var all []*readpast.Job
 	for i := range 30 {
@@ -218,6 +219,12 @@ func testSearch(t *testing.T, h Harness) {
 		}
 		if i%4 == 0 {
 			p.Group = "grp"
+		}
+		if i%3 == 0 {
+			p.Tags = []string{"red"}
+		}
+		if i%6 == 0 {
+			p.Tags = append(p.Tags, "blue")
 		}
 		all = append(all, enqueue(t, s, p)...)
 	}
@@ -320,6 +327,9 @@ func testSearch(t *testing.T, h Harness) {
 		{"queue", readpast.SearchParams{ListParams: readpast.ListParams{Queue: "qb"}}, func(j *readpast.Job) bool { return j.Queue == "qb" }},
 		{"kind", readpast.SearchParams{ListParams: readpast.ListParams{Kind: "k1"}}, func(j *readpast.Job) bool { return j.Kind == "k1" }},
 		{"group", readpast.SearchParams{ListParams: readpast.ListParams{Group: "grp"}}, func(j *readpast.Job) bool { return j.Group != nil && *j.Group == "grp" }},
+		{"tag", readpast.SearchParams{ListParams: readpast.ListParams{Tag: "blue"}}, func(j *readpast.Job) bool { return slices.Contains(j.Tags, "blue") }},
+		{"tag and queue", readpast.SearchParams{ListParams: readpast.ListParams{Tag: "red", Queue: "qa"}},
+			func(j *readpast.Job) bool { return j.Queue == "qa" && slices.Contains(j.Tags, "red") }},
 		{"text in payload or errors", readpast.SearchParams{Text: "needle"}, func(j *readpast.Job) bool { return hasText(j, "needle") }},
 		{"text ignoring case", readpast.SearchParams{Text: "NEEDLE-2"}, func(j *readpast.Job) bool { return hasText(j, "needle-2") }},
 		{"text and kind", readpast.SearchParams{ListParams: readpast.ListParams{Kind: "k0"}, Text: "needle"},
