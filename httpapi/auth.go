@@ -3,45 +3,136 @@ package httpapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
 )
 
-// checkOrigin rejects requests a web page in a browser may have made. A
-// cross-origin request that could change something (not GET, HEAD or
-// OPTIONS) is rejected by http.CrossOriginProtection, which reads the
-// Sec-Fetch-Site and Origin headers that browsers set; clients that are not
-// browsers (curl, workers) send neither and pass. While authentication is
-// off, a request must also name a loopback host (or one of
-// Config.AllowedHosts) in its Host header: through DNS rebinding, a hostile
-// name can resolve to 127.0.0.1, making its page same-origin with the API.
-// With auth on, the bearer token, which browsers never add on their own, is
-// the protection, and any Host is fine.
-func (s *server) checkOrigin(r *http.Request) *apiError {
-	if !s.authOn && !s.hostAllowed(r.Host) {
-		return &apiError{Status: http.StatusForbidden, Code: CodeHostNotAllowed,
-			Message: "with authentication off, the Host must be localhost, a loopback address or an allowed host"}
+// Access is what a request's credentials allow.
+type Access int
+
+// The access levels, from none to full.
+const (
+	// NoAccess: no valid token.
+	NoAccess Access = iota
+	// ReadAccess: a read-only token, which may look but change nothing.
+	ReadAccess
+	// FullAccess: a full token, or any request while authentication is
+	// off.
+	FullAccess
+)
+
+// Errors Guard.CheckRequest reports.
+var (
+	// ErrHostNotAllowed: authentication is off and the request's Host is
+	// not localhost, a loopback address or an allowed host.
+	ErrHostNotAllowed = errors.New("httpapi: with authentication off, the Host must be localhost, a loopback address or an allowed host")
+	// ErrCrossOrigin: a browser sent a state-changing request from
+	// another origin.
+	ErrCrossOrigin = errors.New("httpapi: cross-origin request")
+)
+
+// Guard holds what the API and the dashboard check on every request: the
+// tokens (kept as SHA-256 digests), the hosts answered while
+// authentication is off, and cross-origin protection. It is safe for
+// concurrent use.
+type Guard struct {
+	full, read [][sha256.Size]byte
+	hosts      map[string]bool
+	csrf       *http.CrossOriginProtection
+}
+
+// NewGuard returns the guard for the full and read-only tokens and the
+// allowed hosts (see Config). Authentication is off when both token lists
+// are empty. It fails on an empty token or a malformed host.
+func NewGuard(tokens, readTokens, allowedHosts []string) (*Guard, error) {
+	g := &Guard{hosts: map[string]bool{}, csrf: http.NewCrossOriginProtection()}
+	for _, t := range tokens {
+		if t == "" {
+			return nil, errors.New("httpapi: empty token in Config.Tokens")
+		}
+		g.full = append(g.full, sha256.Sum256([]byte(t)))
 	}
-	if err := s.csrf.Check(r); err != nil {
-		return &apiError{Status: http.StatusForbidden, Code: CodeCrossOrigin,
-			Message: "cross-origin requests from browsers are not allowed", cause: err}
+	for _, t := range readTokens {
+		if t == "" {
+			return nil, errors.New("httpapi: empty token in Config.ReadTokens")
+		}
+		g.read = append(g.read, sha256.Sum256([]byte(t)))
+	}
+	for _, h := range allowedHosts {
+		name := hostName(h)
+		if name == "" {
+			return nil, fmt.Errorf("httpapi: bad host %q in Config.AllowedHosts", h)
+		}
+		g.hosts[name] = true
+	}
+	return g, nil
+}
+
+// AuthOn reports whether requests need a token.
+func (g *Guard) AuthOn() bool { return len(g.full) > 0 || len(g.read) > 0 }
+
+// CheckRequest rejects requests a web page in a browser may have made. A
+// cross-origin request that could change something (not GET, HEAD or
+// OPTIONS) is rejected with ErrCrossOrigin by http.CrossOriginProtection,
+// which reads the Sec-Fetch-Site and Origin headers that browsers set;
+// clients that are not browsers (curl, workers) send neither and pass.
+// While authentication is off, a request must also name a loopback host
+// (or an allowed host) in its Host header, else ErrHostNotAllowed: through
+// DNS rebinding, a hostile name can resolve to 127.0.0.1, making its page
+// same-origin with the server. With auth on, the token, which browsers
+// never add on their own, is the protection, and any Host is fine.
+func (g *Guard) CheckRequest(r *http.Request) error {
+	if !g.AuthOn() && !g.HostAllowed(r.Host) {
+		return ErrHostNotAllowed
+	}
+	if err := g.csrf.Check(r); err != nil {
+		return fmt.Errorf("%w: %w", ErrCrossOrigin, err)
 	}
 	return nil
 }
 
-// hostAllowed reports whether a Host header value names localhost, a
+// HostAllowed reports whether a Host header value names localhost, a
 // loopback address or one of the allowed hosts, on any port.
-func (s *server) hostAllowed(hostport string) bool {
+func (g *Guard) HostAllowed(hostport string) bool {
 	name := hostName(hostport)
 	if name == "" {
 		return false
 	}
-	if name == "localhost" || s.hosts[name] {
+	if name == "localhost" || g.hosts[name] {
 		return true
 	}
 	ip := net.ParseIP(name)
 	return ip != nil && ip.IsLoopback()
+}
+
+// TokenAccess returns what token allows: FullAccess for any token while
+// authentication is off. Tokens are compared as SHA-256 digests in
+// constant time, against every configured token.
+func (g *Guard) TokenAccess(token string) Access {
+	if !g.AuthOn() {
+		return FullAccess
+	}
+	if token == "" {
+		return NoAccess
+	}
+	sum := sha256.Sum256([]byte(token))
+	full, read := 0, 0
+	for i := range g.full {
+		full |= subtle.ConstantTimeCompare(sum[:], g.full[i][:])
+	}
+	for i := range g.read {
+		read |= subtle.ConstantTimeCompare(sum[:], g.read[i][:])
+	}
+	switch {
+	case full == 1:
+		return FullAccess
+	case read == 1:
+		return ReadAccess
+	}
+	return NoAccess
 }
 
 // hostName returns the host of a Host header value ("host", "host:port",
@@ -58,35 +149,35 @@ func hostName(hostport string) string {
 	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
-// authorize checks the bearer token. Tokens are compared as SHA-256 digests
-// in constant time, against every configured token.
+// checkOrigin is CheckRequest as an API error.
+func (s *server) checkOrigin(r *http.Request) *apiError {
+	err := s.guard.CheckRequest(r)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrHostNotAllowed):
+		return &apiError{Status: http.StatusForbidden, Code: CodeHostNotAllowed,
+			Message: "with authentication off, the Host must be localhost, a loopback address or an allowed host"}
+	}
+	return &apiError{Status: http.StatusForbidden, Code: CodeCrossOrigin,
+		Message: "cross-origin requests from browsers are not allowed", cause: err}
+}
+
+// authorize checks the bearer token: a read-only token may only GET.
 func (s *server) authorize(r *http.Request) *apiError {
-	if !s.authOn {
+	if !s.guard.AuthOn() {
 		return nil
 	}
 	unauthorized := &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 		Message: "a valid bearer token is required"}
-	h := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(h, " ")
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return unauthorized
 	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return unauthorized
-	}
-	sum := sha256.Sum256([]byte(token))
-	full, read := 0, 0
-	for i := range s.full {
-		full |= subtle.ConstantTimeCompare(sum[:], s.full[i][:])
-	}
-	for i := range s.read {
-		read |= subtle.ConstantTimeCompare(sum[:], s.read[i][:])
-	}
-	switch {
-	case full == 1:
+	switch s.guard.TokenAccess(strings.TrimSpace(token)) {
+	case FullAccess:
 		return nil
-	case read == 1:
+	case ReadAccess:
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			return nil
 		}

@@ -7,7 +7,6 @@ package httpapi
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -127,11 +126,7 @@ type server struct {
 	store    readpast.Store
 	log      *slog.Logger
 	metrics  *metrics
-	full     [][sha256.Size]byte
-	read     [][sha256.Size]byte
-	authOn   bool
-	hosts    map[string]bool
-	csrf     *http.CrossOriginProtection
+	guard    *Guard
 	maxBody  int64
 	maxBatch int
 	maxResp  int
@@ -174,8 +169,6 @@ func newServer(cfg Config) (*server, error) {
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
-		hosts:    map[string]bool{},
-		csrf:     http.NewCrossOriginProtection(),
 		now:      time.Now,
 	}
 	if s.log == nil {
@@ -198,26 +191,11 @@ func newServer(cfg Config) (*server, error) {
 		poll = DefaultPollInterval
 	}
 	s.waiters = newWaiters(cfg.Store, poll, s.log)
-	for _, t := range cfg.Tokens {
-		if t == "" {
-			return nil, errors.New("httpapi: empty token in Config.Tokens")
-		}
-		s.full = append(s.full, sha256.Sum256([]byte(t)))
+	guard, err := NewGuard(cfg.Tokens, cfg.ReadTokens, cfg.AllowedHosts)
+	if err != nil {
+		return nil, err
 	}
-	for _, t := range cfg.ReadTokens {
-		if t == "" {
-			return nil, errors.New("httpapi: empty token in Config.ReadTokens")
-		}
-		s.read = append(s.read, sha256.Sum256([]byte(t)))
-	}
-	s.authOn = len(s.full) > 0 || len(s.read) > 0
-	for _, h := range cfg.AllowedHosts {
-		name := hostName(h)
-		if name == "" {
-			return nil, fmt.Errorf("httpapi: bad host %q in Config.AllowedHosts", h)
-		}
-		s.hosts[name] = true
-	}
+	s.guard = guard
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry, cfg.Store, s.log,
 			cmp.Or(cfg.MetricsMaxQueues, DefaultMetricsMaxQueues), cmp.Or(cfg.MetricsMaxKinds, DefaultMetricsMaxKinds))

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/dashboard"
 	"github.com/readpast/readpast/httpapi"
 	"github.com/readpast/readpast/stores"
 )
@@ -65,6 +66,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	writeTimeout := fs.Duration("write-timeout", httpapi.DefaultWriteTimeout,
 		"how long a client may take to read a response (a long poll's wait is added)")
 	noMetrics := fs.Bool("no-metrics", false, "do not serve Prometheus metrics at /metrics")
+	noDashboard := fs.Bool("no-dashboard", false, "do not serve the web dashboard at /")
+	dashRefresh := fs.Duration("dashboard-refresh", dashboard.DefaultRefreshInterval,
+		"how often the dashboard's overview refreshes its figures while someone looks at it (at least)")
 	metricsQueues := fs.Int("metrics-max-queues", httpapi.DefaultMetricsMaxQueues,
 		"queues with series of their own in /metrics; the rest are summed under queue=\"_other\"")
 	metricsKinds := fs.Int("metrics-max-kinds", httpapi.DefaultMetricsMaxKinds,
@@ -100,6 +104,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if keep.Succeeded < 0 || keep.Failed < 0 || keep.Cancelled < 0 {
 		return usagef("--keep-succeeded, --keep-failed and --keep-cancelled must not be negative")
+	}
+	if *dashRefresh < time.Second {
+		return usagef("--dashboard-refresh must be at least 1s")
 	}
 	if *scheduleEvery < 0 {
 		return usagef("--schedule-interval must not be negative (0 runs no scheduler)")
@@ -177,6 +184,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if !*noDashboard {
+		dash, err := dashboard.New(dashboard.Config{
+			Store:           store,
+			Logger:          log,
+			Tokens:          full,
+			ReadTokens:      read,
+			AllowedHosts:    hosts,
+			RefreshInterval: *dashRefresh,
+		})
+		if err != nil {
+			return err
+		}
+		defer dash.Close() // before the store closes
+		handler = withDashboard(handler, dash)
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -210,7 +232,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		slog.String("store", string(kind)),
 		slog.String("database", stores.Redact(url)),
 		slog.Bool("auth", len(full)+len(read) > 0),
-		slog.Bool("metrics", reg != nil))
+		slog.Bool("metrics", reg != nil),
+		slog.Bool("dashboard", !*noDashboard))
 
 	select {
 	case err := <-served:
@@ -231,6 +254,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// withDashboard serves the API's paths (/v1/..., /healthz, /readyz,
+// /metrics) with api and every other path with the dashboard.
+func withDashboard(api, dash http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics"} {
+		mux.Handle(p, api)
+	}
+	mux.Handle("/", dash)
+	return mux
 }
 
 // openForServe opens the database serve runs on. It migrates it (creating

@@ -1,0 +1,16 @@
+-- The $1 concurrency groups with the most live jobs, with how many run and
+-- their limit (no row in readpast_groups means 1). Reads the live table;
+-- locks nothing.
+SELECT l.group_key, l.running, l.pending, coalesce(g.max_running, 1)
+FROM (
+    SELECT group_key,
+           count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'pending') AS pending
+    FROM readpast_jobs
+    WHERE group_key IS NOT NULL
+    GROUP BY group_key
+    ORDER BY count(*) DESC, group_key
+    LIMIT $1
+) l
+LEFT JOIN readpast_groups g ON g.group_key = l.group_key
+ORDER BY l.running + l.pending DESC, l.group_key;
