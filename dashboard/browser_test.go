@@ -75,6 +75,7 @@ func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
 	t.Run("job page", func(t *testing.T) { b.t = t; testBrowserJob(b, s) })
 	t.Run("actions", func(t *testing.T) { b.t = t; testBrowserActions(b, st, s) })
 	t.Run("schedules", func(t *testing.T) { b.t = t; testBrowserSchedules(b, st, s) })
+	t.Run("bulk", func(t *testing.T) { b.t = t; testBrowserBulk(b, st) })
 	t.Run("keyboard", func(t *testing.T) { b.t = t; testBrowserKeyboard(b, st) })
 	t.Run("phone and dark", func(t *testing.T) { b.t = t; testBrowserPhoneDark(b, s) })
 	t.Run("forged posts", func(t *testing.T) { b.t = t; testBrowserForgery(b, st, s) })
@@ -445,6 +446,77 @@ func testBrowserActions(b *browser, st testStore, s seeded) {
 
 // testBrowserSchedules: the schedules page shows each schedule with its
 // next and last run, and pauses and resumes one.
+// testBrowserBulk: a selection's bulk actions, each with its count and a
+// confirmation, cancel then delete the jobs that match and nothing else.
+func testBrowserBulk(b *browser, st testStore) {
+	ctx := context.Background()
+	var ps []readpast.EnqueueParams
+	for i := range 3 {
+		ps = append(ps, readpast.EnqueueParams{Kind: "export", Queue: "bulkq", Tags: []string{"batch-7"}, Payload: fmt.Appendf(nil, `{"n":%d}`, i)})
+	}
+	ps = append(ps, readpast.EnqueueParams{Kind: "export", Queue: "bulkq", Tags: []string{"batch-8"}})
+	jobs, err := st.Enqueue(ctx, ps)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	other := jobs[3].ID
+	state := func(id int64) readpast.JobState {
+		b.t.Helper()
+		j, err := st.Get(ctx, id)
+		if errors.Is(err, readpast.ErrNotFound) {
+			return "deleted"
+		}
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		return j.State
+	}
+
+	// Without a filter there is no bulk action.
+	b.nav("/jobs")
+	if n := b.evalInt(`document.querySelectorAll('.bulk').length`); n != 0 {
+		b.t.Fatal("the unfiltered job list offers bulk actions")
+	}
+	b.nav("/jobs?queue=bulkq&tag=batch-7")
+	b.waitVisible("#bulk-cancel")
+	b.shot("bulk-selection")
+	b.submit("#bulk-cancel", http.StatusOK)
+	b.wantText("#bulk-count", "3")
+	b.shot("bulk-confirm")
+	for _, j := range jobs {
+		if got := state(j.ID); got != readpast.StatePending {
+			b.t.Fatalf("job %d is %s before the confirmation", j.ID, got)
+		}
+	}
+	b.submit("#bulk-confirm", http.StatusOK)
+	b.wantText(".flash", "3 jobs cancelled")
+	for _, j := range jobs[:3] {
+		if got := state(j.ID); got != readpast.StateCancelled {
+			b.t.Fatalf("after the bulk cancel job %d is %s", j.ID, got)
+		}
+	}
+	if got := state(other); got != readpast.StatePending {
+		b.t.Fatalf("the bulk cancel reached job %d of another tag: %s", other, got)
+	}
+	// The same selection now offers to retry or delete them.
+	b.nav("/jobs?queue=bulkq&tag=batch-7&state=cancelled")
+	if n := b.evalInt(`document.querySelectorAll('#bulk-cancel').length`); n != 0 {
+		b.t.Fatal("a selection of cancelled jobs offers to cancel them")
+	}
+	b.submit("#bulk-delete", http.StatusOK)
+	b.wantText("#bulk-count", "3")
+	b.submit("#bulk-confirm", http.StatusOK)
+	b.wantText(".flash", "3 jobs deleted")
+	for _, j := range jobs[:3] {
+		if got := state(j.ID); got != "deleted" {
+			b.t.Fatalf("after the bulk delete job %d is %s", j.ID, got)
+		}
+	}
+	if got := state(other); got != readpast.StatePending {
+		b.t.Fatalf("the bulk delete reached job %d: %s", other, got)
+	}
+}
+
 func testBrowserSchedules(b *browser, st testStore, s seeded) {
 	ctx := context.Background()
 	schedule := func(name string) *readpast.Schedule {
@@ -688,6 +760,15 @@ func testBrowserReadOnly(b *browser, st testStore, s seeded) {
 	post("/schedules/nightly-report/pause")
 	if sc, err := st.GetSchedule(ctx, "nightly-report"); err != nil || sc.Paused {
 		b.t.Fatalf("a read-only login paused the schedule: %v (%v)", sc.Paused, err)
+	}
+	b.nav("/jobs?queue=images")
+	b.waitVisible("table.jobs")
+	if n := b.evalInt(`document.querySelectorAll('.bulk, [id^=bulk-]').length`); n != 0 {
+		b.t.Errorf("a read-only job list offers %d bulk actions", n)
+	}
+	post("/bulk/cancel")
+	if j, err := st.Get(ctx, s.pending); err != nil || j.State != readpast.StatePending {
+		b.t.Fatalf("a read-only bulk cancel changed a job: %v (%v)", j.State, err)
 	}
 	post("/queues/mail/pause")
 	qs, err := st.Queues(ctx)

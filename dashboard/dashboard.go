@@ -146,6 +146,8 @@ func (h *Handler) routes() {
 	page("GET /jobs", h.jobsPage)
 	page("GET /jobs/{id}", h.jobPage)
 	page("POST /jobs/{id}/{action}", h.jobAction)
+	page("GET /bulk/{action}", h.bulkPage)
+	page("POST /bulk/{action}", h.bulkDo)
 	page("POST /queues/{name}/{action}", h.queueAction)
 	page("GET /schedules", h.schedulesPage)
 	page("POST /schedules/{name}/{action}", h.scheduleAction)

@@ -51,6 +51,7 @@ func parsePages(a *assets) (*pages, error) {
 		"timestamp":  timestamp,
 		"pretty":     prettyJSON,
 		"short":      short,
+		"lower":      strings.ToLower,
 		"states":     func() []readpast.JobState { return readpast.AllStates },
 		"when":       when,
 		"pathEscape": url.PathEscape,
@@ -86,6 +87,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, v *viewer, stat
 	p.Viewer = v
 	if p.Flash == "" {
 		p.Flash = flashes[r.URL.Query().Get("done")]
+	}
+	if p.Flash == "" {
+		p.Flash = bulkFlash(r.URL.Query())
 	}
 	h.write(w, r, status, name, "layout", p)
 }
