@@ -22,6 +22,7 @@ import (
 const (
 	envUniqueURL   = "READPAST_MPU_URL"
 	envUniqueStart = "READPAST_MPU_START"
+	envUniqueDone  = "READPAST_MPU_DONE" // a folder: the child creates a file there once its enqueues are done
 )
 
 const (
@@ -63,6 +64,9 @@ func TestMultiProcessUniqueChild(t *testing.T) {
 		}
 		wg.Wait()
 	}
+	if err := os.WriteFile(filepath.Join(os.Getenv(envUniqueDone), strconv.Itoa(os.Getpid())), nil, 0o644); err != nil {
+		t.Error(err)
+	}
 	<-ctx.Done()
 }
 
@@ -99,10 +103,12 @@ func runMultiProcessUnique(t *testing.T, url string) {
 	}
 	begin := time.Now()
 	start := begin.Truncate(time.Second).Add(2 * time.Second)
+	done := t.TempDir()
 	var children []*exec.Cmd
 	for range 4 {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessUniqueChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envUniqueURL+"="+url, envUniqueStart+"="+strconv.FormatInt(start.UnixNano(), 10))
+		cmd.Env = append(os.Environ(), envUniqueURL+"="+url, envUniqueStart+"="+strconv.FormatInt(start.UnixNano(), 10),
+			envUniqueDone+"="+done)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -123,6 +129,19 @@ func runMultiProcessUnique(t *testing.T, url string) {
 	}
 	children[0].Wait()
 	time.Sleep(3 * time.Second)
+	// The survivors finish their enqueues first, however slow the machine
+	// (SQLite's writers take turns): a SIGTERM would cut them short.
+	for _, c := range children[1:] {
+		marker := filepath.Join(done, strconv.Itoa(c.Process.Pid))
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("child %d did not finish its enqueues in 2 minutes", c.Process.Pid)
+			}
+		}
+	}
 	stopped := time.Now()
 	for _, c := range children[1:] {
 		c.Process.Signal(syscall.SIGTERM)
