@@ -279,8 +279,12 @@ func (r *run) enqueue(d time.Duration, n int, failing bool) {
 // waitEnqueued waits for the enqueuer to finish.
 func (r *run) waitEnqueued() { r.enqWG.Wait() }
 
-// drain waits until no job is pending or running, for at most timeout.
+// drain waits until no job is pending or running, for at most timeout,
+// or half the run's damage phase when that is longer: in a long run the
+// enqueuer, which keeps its pace whatever the faults do to the workers,
+// can leave a backlog of many minutes' work.
 func (r *run) drain(timeout time.Duration) error {
+	timeout = max(timeout, *faultsDuration/2)
 	start := time.Now()
 	defer func() { r.t.Logf("%s: drained in %v", r.name, time.Since(start).Round(time.Millisecond)) }()
 	deadline := time.Now().Add(timeout)
