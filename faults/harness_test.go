@@ -182,7 +182,10 @@ func (p *proc) exited() bool {
 	}
 }
 
-// term stops p gracefully (SIGTERM), or kills it after 30 s.
+// term stops p gracefully (SIGTERM), or kills it after 60 s. A worker
+// stopping right after a half-open fault may take most of that: its Stop
+// flushes completions, retried for up to a lease while each call waits out
+// its 10 s timeout on connections that answer nothing (seen: over 30 s).
 func (p *proc) term() error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -196,9 +199,9 @@ func (p *proc) term() error {
 			}
 		}
 		return p.err
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		p.kill()
-		return fmt.Errorf("%s ignored SIGTERM for 30 s", p.name)
+		return fmt.Errorf("%s ignored SIGTERM for 60 s", p.name)
 	}
 }
 
