@@ -308,8 +308,7 @@ func (s *server) deleteJob(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusNoContent)
+	writeNoContent(w)
 }
 
 // snooze serves POST /v1/jobs/{id}/snooze. The limit is checked on the
@@ -388,3 +387,9 @@ func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Cancel) }
 
 func (s *server) retry(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Retry) }
+
+// writeNoContent answers 204 for a deletion, never cached.
+func writeNoContent(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -218,8 +218,7 @@ func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusNoContent)
+	writeNoContent(w)
 }
 
 func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }

@@ -246,7 +246,6 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 	if wj.Group != nil {
 		group = *wj.Group
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	rows := [][2]string{
 		{"id", strconv.FormatInt(wj.ID, 10)},
 		{"queue", wj.Queue},
@@ -271,17 +270,14 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		}
 		rows = append(rows, [2]string{"unique key", wj.UniqueKey + " (held " + held + ")"})
 	}
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
+	if err := writeFacts(w, rows); err != nil {
+		return err
 	}
 	if len(wj.Errors) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ATTEMPT\tAT\tWORKER\tERROR")
 	for _, e := range wj.Errors {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Attempt, fmtTime(e.At), orDash(e.Worker), oneLine(e.Message, 100))
@@ -329,4 +325,17 @@ func stateColumns(w io.Writer) {
 	for _, s := range readpast.AllStates {
 		fmt.Fprintf(w, "\t%s", strings.ToUpper(string(s)))
 	}
+}
+
+// writeFacts writes "name: value" lines, the values aligned, as the show
+// commands print one job or schedule.
+func writeFacts(w io.Writer, rows [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }

@@ -224,8 +224,7 @@ func printSchedule(w io.Writer, sc httpapi.Schedule) error {
 	if sc.Job.Group != nil {
 		group = *sc.Job.Group
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, r := range [][2]string{
+	if err := writeFacts(w, [][2]string{
 		{"name", sc.Name},
 		{"cron", sc.Cron},
 		{"time zone", sc.TimeZone},
@@ -237,17 +236,14 @@ func printSchedule(w io.Writer, sc httpapi.Schedule) error {
 		{"job", fmt.Sprintf("kind %s, queue %s, priority %d, group %s, max attempts %d", sc.Job.Kind, sc.Job.Queue,
 			sc.Job.Priority, group, sc.Job.MaxAttempts)},
 		{"payload", string(sc.Job.Payload)},
-	} {
-		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("write output: %w", err)
+	}); err != nil {
+		return err
 	}
 	if len(sc.Runs) == 0 {
 		return nil
 	}
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TICK\tJOB\tCATCH-UP")
 	for _, r := range sc.Runs {
 		cu := ""
