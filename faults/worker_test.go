@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -135,5 +136,12 @@ func runWorker(ctx context.Context, spec workerSpec) error {
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.Stop(sctx)
+	// After a half-open fault, Stop may still be retrying completions over
+	// dead connections when its 10 s end: it then returns the deadline's
+	// error and the leases expire instead, which the history judges like
+	// any other outcome. Any other error fails the worker.
+	if err := c.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
