@@ -22,6 +22,7 @@ target AS (
     WHERE id = ANY (ARRAY(SELECT id FROM scan))
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
       AND ($5 = '' OR group_key = $5)
+      AND readpast_stall('bulk.before_locks', id)
     ORDER BY id
     FOR UPDATE SKIP LOCKED
 ),

@@ -8,20 +8,25 @@ Lock order: the statement already holds the job rows it ended; the group
 rows come after them, in key order. Every statement that waits on group
 rows takes them in this order, so finishers never deadlock on each other,
 and claims never wait on anything (they skip locked rows).
+
+The group rows are reached through INSERT ... ON CONFLICT DO UPDATE, not
+SELECT ... FOR UPDATE, because the row may be newer than this statement's
+snapshot: a cancel that waited for a claim to commit ends a job that
+claim started, in a group whose row the claim created, and a SELECT
+would not see that row and would leave its slot taken for good
+(TestFinisherSeesAGroupRowNewerThanItsSnapshot). ON CONFLICT finds and
+locks the newest committed row whatever the snapshot. A running job's
+group always has a row (PruneGroups deletes only rows with nothing
+running), so the INSERT arm runs only if that ever failed to hold; it
+then writes the row the decrement would have left.
 */}}{{define "free_slots"}}
-locked_groups AS (
-    SELECT g.group_key, f.n
-    FROM readpast_groups g
-    JOIN freeing f USING (group_key)
-    WHERE readpast_stall('finish.group_rows', f.n)
-    ORDER BY g.group_key
-    FOR UPDATE OF g
-),
 freed AS (
-    UPDATE readpast_groups g
-    SET running = g.running - l.n
-    FROM locked_groups l
-    WHERE g.group_key = l.group_key
+    INSERT INTO readpast_groups AS g (group_key, running)
+    SELECT group_key, 0 FROM freeing
+    WHERE readpast_stall('finish.group_rows', n)
+    ORDER BY group_key
+    ON CONFLICT (group_key) DO UPDATE
+    SET running = g.running - (SELECT f.n FROM freeing f WHERE f.group_key = excluded.group_key)
     RETURNING g.group_key, g.max_running - g.running AS free
 ),
 {{template "announce_heads"}}{{end}}
