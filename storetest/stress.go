@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,8 +75,36 @@ func setLimit(ctx context.Context, s readpast.Store, l *limitLog, g string, v in
 
 // limitSlack widens the moment a claim started (the store's started_at)
 // to the span in which it may have read the group's limit: a PostgreSQL
-// claim locks the group row a little after its statement's now().
+// claim locks the group row a little after its statement's now(). After
+// that moment the span runs to the end of the claim call at the latest,
+// which claimSpans records: on a loaded machine a claim statement can
+// take longer than limitSlack between its now() and its lock.
 const limitSlack = 100 * time.Millisecond
+
+// claimSpans maps a claim's start on the store's clock (the StartedAt its
+// jobs share) to how long the Claim call took, so the limit check knows
+// how late that claim may have read a limit.
+type claimSpans struct {
+	mu    sync.Mutex
+	spans map[time.Time]time.Duration
+}
+
+func (c *claimSpans) add(started time.Time, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.spans == nil {
+		c.spans = map[time.Time]time.Duration{}
+	}
+	c.spans[started] = max(c.spans[started], d)
+}
+
+// after is how long after started the claim that started then may have
+// read its group's limit.
+func (c *claimSpans) after(started time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(limitSlack, c.spans[started])
+}
 
 // testGroupStress throws every operation that touches a group at the
 // store at once (claims of random sizes from random queues, completions,
@@ -84,9 +112,10 @@ const limitSlack = 100 * time.Millisecond
 // rescues, cancels, retries, late enqueues of every priority, limit
 // changes between 1 and 4) while a sampler reads every group in single
 // snapshots and checks, each time, that the store's slot counter equals
-// the jobs actually running and that no group runs more jobs than its
-// limit: all the jobs running now were running when the last of them
-// started, so their number is at most the limit in force at that moment.
+// the jobs actually running, and, once the run is over, that no sample
+// shows a group running more jobs than its limit: all the jobs running
+// then were running when the last of them started, so their number is at
+// most the limit in force at some moment of that claim (claimSpans).
 // No operation may fail (a deadlock that reached a caller would), and the
 // database must have detected no deadlock at all.
 func testGroupStress(t *testing.T, h Harness) {
@@ -152,6 +181,7 @@ func testGroupStress(t *testing.T, h Harness) {
 		return func(r *rand.Rand) time.Duration { return time.Duration(lo+r.IntN(hi-lo+1)) * time.Millisecond }
 	}
 	var (
+		spans                         claimSpans
 		known                         sync.Map // job id -> struct{}: ids to cancel and retry
 		claims, finished, stale       atomic.Int64
 		cancels, retries, limitsMoved atomic.Int64
@@ -164,10 +194,14 @@ func testGroupStress(t *testing.T, h Harness) {
 		every(uint64(w), ms(0, 1), func(rng *rand.Rand) {
 			mine := [][]string{{"qa"}, {"qb"}, {"qa", "qb"}}[rng.IntN(3)]
 			lease := []time.Duration{40 * time.Millisecond, 250 * time.Millisecond, 5 * time.Second}[rng.IntN(3)]
+			invoked := time.Now()
 			got, err := s.Claim(run, readpast.ClaimParams{Queues: mine, Worker: fmt.Sprint("w", w), Limit: 1 + rng.IntN(8), Lease: lease})
 			if err != nil {
 				fail("claim: %v", err)
 				return
+			}
+			if len(got) > 0 && got[0].StartedAt != nil {
+				spans.add(got[0].StartedAt.UTC(), time.Since(invoked))
 			}
 			claims.Add(int64(len(got)))
 			for _, j := range got {
@@ -256,8 +290,28 @@ func testGroupStress(t *testing.T, h Harness) {
 			retries.Add(1)
 		}
 	})
-	// The sampler.
+	// The sampler. Counters are checked at once; limits once the run is
+	// over, when every claim's span is known.
 	var samples, busiest atomic.Int64
+	var sampled [][]GroupState
+	checkLimits := func(states []GroupState) {
+		for _, g := range states {
+			running := len(g.Started)
+			if running == 0 {
+				continue
+			}
+			last := slices.MaxFunc(g.Started, time.Time.Compare)
+			var idx int
+			if _, err := fmt.Sscanf(g.Group, "s%d", &idx); err != nil || idx < 0 || idx >= groups {
+				t.Errorf("unexpected group %q", g.Group)
+				continue
+			}
+			if allowed := limits[idx].most(last.Add(-limitSlack), last.Add(spans.after(last.UTC()))); running > allowed {
+				t.Errorf("group %s: %d jobs running, the last started at %s (its claim took %v) when its limit was at most %d",
+					g.Group, running, last.Format(time.StampMicro), spans.after(last.UTC()), allowed)
+			}
+		}
+	}
 	check := func(states []GroupState) {
 		for _, g := range states {
 			running := len(g.Started)
@@ -267,20 +321,6 @@ func testGroupStress(t *testing.T, h Harness) {
 				t.Errorf("group %s: %d jobs running and no group row", g.Group, running)
 			case g.Row && g.Counter != running:
 				t.Errorf("group %s: slot counter %d, but %d jobs running", g.Group, g.Counter, running)
-			}
-			if running == 0 {
-				continue
-			}
-			sort.Slice(g.Started, func(i, j int) bool { return g.Started[i].Before(g.Started[j]) })
-			last := g.Started[running-1]
-			var idx int
-			if _, err := fmt.Sscanf(g.Group, "s%d", &idx); err != nil || idx < 0 || idx >= groups {
-				t.Errorf("unexpected group %q", g.Group)
-				continue
-			}
-			if allowed := limits[idx].most(last.Add(-limitSlack), last.Add(limitSlack)); running > allowed {
-				t.Errorf("group %s: %d jobs running, the last started at %s when its limit was at most %d",
-					g.Group, running, last.Format(time.StampMicro), allowed)
 			}
 		}
 	}
@@ -294,10 +334,14 @@ func testGroupStress(t *testing.T, h Harness) {
 				return
 			}
 			check(states)
+			sampled = append(sampled, states)
 			samples.Add(1)
 		}
 	}()
 	wg.Wait()
+	for _, states := range sampled {
+		checkLimits(states)
+	}
 	if ctx.Err() != nil {
 		t.Fatal("the stress run did not stop in time")
 	}
@@ -306,6 +350,7 @@ func testGroupStress(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	check(states)
+	checkLimits(states)
 	if samples.Load() < 10 || claims.Load() < 50 || limitsMoved.Load() < 5 {
 		t.Errorf("the run exercised too little: %d samples, %d claims, %d limit changes", samples.Load(), claims.Load(), limitsMoved.Load())
 	}
