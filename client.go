@@ -293,8 +293,11 @@ const stopGrace = 5 * time.Second
 // handlers until ctx ends, then cancels the rest (their ctx's cause is
 // ErrShutdown) and releases their jobs for other workers, and finally
 // writes the outstanding completions. It returns ctx's error if handlers
-// had to be cancelled. It returns within about ctx's deadline plus
-// stopGrace and the bounded final writes, whatever handlers do.
+// had to be cancelled, or if completions were still unwritten stopGrace
+// after ctx ended (the store unreachable): those are given up, and their
+// jobs' leases expire so they run again. It returns within about ctx's
+// deadline plus twice stopGrace, whatever handlers and the store do, once
+// a claim in flight has returned (claims are bounded on their own).
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	if !c.started || c.stopped {
@@ -321,7 +324,9 @@ func (c *Client) Stop(ctx context.Context) error {
 		}
 	}
 	c.abort(ErrShutdown)
-	c.done.close()
+	if cerr := c.done.close(ctx, stopGrace); err == nil {
+		err = cerr
+	}
 	c.log.InfoContext(ctx, "client stopped")
 	return err
 }

@@ -3,6 +3,7 @@ package readpast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -21,6 +22,10 @@ type completer struct {
 	window time.Duration // how long a batch gathers after its first; <= 0: none
 	in     chan queued
 	wg     sync.WaitGroup
+	// quit ends when close gives up on the writes still pending: calls in
+	// flight are cancelled and nothing is retried.
+	quit   context.Context
+	giveUp context.CancelFunc
 
 	mu     sync.RWMutex // held for reading while sending on in
 	closed bool         // protected by mu
@@ -39,7 +44,9 @@ type queued struct {
 }
 
 func newCompleter(store Store, log *slog.Logger, lease, window time.Duration) *completer {
-	return &completer{store: store, log: log, lease: lease, window: window, in: make(chan queued, 4*maxCompleteBatch)}
+	quit, giveUp := context.WithCancel(context.Background())
+	return &completer{store: store, log: log, lease: lease, window: window, in: make(chan queued, 4*maxCompleteBatch),
+		quit: quit, giveUp: giveUp}
 }
 
 func (c *completer) start() {
@@ -66,13 +73,37 @@ func (c *completer) add(comp Completion, settled func()) bool {
 	return true
 }
 
-// close writes what is queued and returns when it is written.
-func (c *completer) close() {
+// close writes what is queued and returns when it is written. When ctx
+// ends first, the writes get grace more; then those still pending (the
+// store unreachable, a write retrying) are given up: their jobs' leases
+// expire and the jobs run again (at-least-once), and close returns an
+// error wrapping ctx's.
+func (c *completer) close(ctx context.Context, grace time.Duration) error {
 	c.mu.Lock()
 	c.closed = true
 	close(c.in)
 	c.mu.Unlock()
-	c.wg.Wait()
+	defer c.giveUp()
+	written := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(written)
+	}()
+	select {
+	case <-written:
+		return nil
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-written:
+		return nil
+	case <-t.C:
+	}
+	c.giveUp()
+	<-written
+	return fmt.Errorf("completions still unwritten %v after the stop deadline, given up (their leases will expire): %w", grace, ctx.Err())
 }
 
 func (c *completer) run() {
@@ -135,7 +166,7 @@ func (c *completer) write(batch []Completion) {
 	deadline := time.Now().Add(c.lease)
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+		ctx, cancel := context.WithTimeout(c.quit, storeCallTimeout)
 		errs, err := c.store.Complete(ctx, batch)
 		cancel()
 		if err == nil {
@@ -154,20 +185,23 @@ func (c *completer) write(batch []Completion) {
 			}
 			return
 		}
-		if time.Now().Add(backoff).After(deadline) {
+		if c.quit.Err() != nil || time.Now().Add(backoff).After(deadline) {
 			c.log.Error("write completions; leases will expire instead", slog.Int("jobs", len(batch)),
-				slog.Int("attempts", attempt), slog.Any("error", err))
+				slog.Int("attempts", attempt), slog.Bool("stopping", c.quit.Err() != nil), slog.Any("error", err))
 			return
 		}
 		c.log.Warn("write completions", slog.Int("jobs", len(batch)), slog.Any("error", err))
-		time.Sleep(backoff)
+		select {
+		case <-c.quit.Done():
+		case <-time.After(backoff):
+		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
 // discard fails a job whose result the store refused.
 func (c *completer) discard(comp Completion, reason error) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	ctx, cancel := context.WithTimeout(c.quit, storeCallTimeout)
 	defer cancel()
 	errs, err := c.store.Fail(ctx, []Failure{{ID: comp.ID, Token: comp.Token, Message: reason.Error(), Discard: true}})
 	if err == nil {

@@ -136,10 +136,11 @@ func runWorker(ctx context.Context, spec workerSpec) error {
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// After a half-open fault, Stop may still be retrying completions over
-	// dead connections when its 10 s end: it then returns the deadline's
-	// error and the leases expire instead, which the history judges like
-	// any other outcome. Any other error fails the worker.
+	// After a half-open fault, completions may still be unwritten (retried
+	// over dead connections) when Stop's 10 s end: Stop gives them its
+	// grace, then gives them up and returns the deadline's error, and the
+	// leases expire instead, which the history judges like any other
+	// outcome. Any other error fails the worker.
 	if err := c.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
