@@ -27,15 +27,4 @@ released AS (
     FROM target t WHERE j.id = t.id
     RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
-marked AS (
-    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM released WHERE group_key IS NOT NULL
-),
-freeing AS (
-    SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key
-),
-{{template "free_slots"}},
-notified AS (
-    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM target LIMIT 1) t
-)
-SELECT count(*) FROM target WHERE (SELECT count(*) FROM notified) >= 0;
+{{template "pending_again" "released"}};
