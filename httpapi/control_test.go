@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/readpast/readpast"
@@ -65,6 +66,10 @@ func TestTagsSnoozeBulk(t *testing.T) {
 				}
 			}
 			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":1}`, held.Token), 409, CodeSnoozeLimit, "")
+			// At the limit, a token that is not the current claim's is
+			// stale, not over the limit: its caller's claim is over.
+			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), `{"token":"7f1c7a52-4b8e-4f5e-9a51-2f0d3c8a9b10","seconds":1}`, 409, CodeStaleToken, "")
+			e.wantError("POST", fmt.Sprintf("/v1/jobs/%d/snooze", j.ID), fmt.Sprintf(`{"token":%q,"seconds":1}`, strings.ToUpper(held.Token)), 409, CodeSnoozeLimit, "")
 			if g := e.get(j.ID); g.State != readpast.StateRunning || g.Snoozes != 2 {
 				t.Fatalf("after snooze_limit: %s, snoozes %d", g.State, g.Snoozes)
 			}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/google/uuid"
+
 	"github.com/readpast/readpast"
 )
 
@@ -315,6 +317,8 @@ func (s *server) deleteJob(w http.ResponseWriter, r *http.Request) {
 // job as it is before the snooze: only a write under the claim's token
 // changes the count, and a snooze ends that claim, so two snoozes racing
 // under one token cannot both pass it (the second finds the token stale).
+// A token that is not the current claim's is answered stale_token, as the
+// store answers it, whatever the count: its caller's claim is over.
 func (s *server) snooze(w http.ResponseWriter, r *http.Request) {
 	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
 		token, d, ae := decodeSnooze(body)
@@ -325,7 +329,7 @@ func (s *server) snooze(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		if job.State == readpast.StateRunning && job.Snoozes >= s.snoozes {
+		if job.State == readpast.StateRunning && sameToken(job.Token, token) && job.Snoozes >= s.snoozes {
 			return nil, &apiError{Status: http.StatusConflict, Code: CodeSnoozeLimit,
 				Message: fmt.Sprintf("the job was snoozed %d times, the server's limit; it is still running under the claim: fail or complete it", job.Snoozes)}
 		}
@@ -392,4 +396,15 @@ func (s *server) retry(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r,
 func writeNoContent(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// sameToken reports whether a and b name one claim token, however the
+// UUID is spelled (case, braces, URN form).
+func sameToken(a, b string) bool {
+	ua, errA := uuid.Parse(a)
+	ub, errB := uuid.Parse(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return ua == ub
 }
