@@ -1,6 +1,7 @@
 package readpast
 
 import (
+	"math"
 	"strconv"
 )
 
@@ -17,4 +18,15 @@ func DecodeCursor(c string) (int64, error) {
 		return 0, invalid("cursor", "malformed cursor")
 	}
 	return id, nil
+}
+
+// Before is the id a page of p starts below: the cursor's, or above every
+// id when p has none. p must be normalized (ListParams.Normalize, which
+// rejects a malformed cursor).
+func (p ListParams) Before() int64 {
+	if p.Cursor == "" {
+		return math.MaxInt64
+	}
+	id, _ := DecodeCursor(p.Cursor)
+	return id
 }

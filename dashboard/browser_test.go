@@ -27,6 +27,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/testbin"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false,
@@ -34,9 +35,7 @@ var updateScreenshots = flag.Bool("update-screenshots", false,
 
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
-	}
+	readpastBin.Remove()
 	os.Exit(code)
 }
 
@@ -53,7 +52,7 @@ const envArtifacts = "READPAST_ARTIFACTS"
 // saves a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	chrome := chromiumPath(t)
-	bin := buildReadpast(t)
+	bin := readpastBin.Path(t)
 	for _, open := range []func(*testing.T) *backend{sqliteBackend, postgresBackend} {
 		bk := open(t)
 		t.Run(bk.name, func(t *testing.T) {
@@ -798,7 +797,7 @@ func testBrowserLogout(b *browser) {
 // login and its actions still work (and still need the form token).
 func TestBrowserAuthOff(t *testing.T) {
 	chrome := chromiumPath(t)
-	bin := buildReadpast(t)
+	bin := readpastBin.Path(t)
 	db := filepath.Join(t.TempDir(), "off.db")
 	srv := startServe(t, bin, "--database-url", db)
 	b := newBrowser(t, chrome, srv.base, "auth-off")
@@ -855,34 +854,9 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// build is the readpast binary, built once per test binary and removed by
-// TestMain.
-var build struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// buildReadpast builds the readpast binary on first use.
-func buildReadpast(t *testing.T) string {
-	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "readpast-dashboard-bin-")
-		if build.err != nil {
-			return
-		}
-		build.bin = filepath.Join(build.dir, "readpast")
-		out, err := exec.Command("go", "build", "-o", build.bin, "../cmd/readpast").CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.bin
-}
+// readpastBin is the readpast command the browser tests serve, built
+// once (internal/testbin) and removed by TestMain.
+var readpastBin testbin.Readpast
 
 // served is a running `readpast serve`.
 type served struct {

@@ -32,9 +32,7 @@ func newDatabase(t testing.TB, srv *pgtest.Server) string {
 
 func TestMain(m *testing.M) {
 	code := pgtest.Main(m)
-	if readpastBin.dir != "" {
-		os.RemoveAll(readpastBin.dir)
-	}
+	readpastBin.Remove()
 	os.Exit(code)
 }
 

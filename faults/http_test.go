@@ -8,42 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/readpast/readpast/internal/testbin"
 )
 
-// The readpast binary, built once per test binary from ./cmd/readpast.
-var readpastBin struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
-
-// binary builds the readpast command once, into a directory removed by
-// TestMain.
-func binary(t testing.TB) string {
-	t.Helper()
-	readpastBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "readpast-faults-bin-")
-		if err != nil {
-			readpastBin.err = err
-			return
-		}
-		readpastBin.dir = dir
-		readpastBin.path = filepath.Join(dir, "readpast")
-		out, err := exec.Command("go", "build", "-o", readpastBin.path, "github.com/readpast/readpast/cmd/readpast").CombinedOutput()
-		if err != nil {
-			readpastBin.err = fmt.Errorf("go build ./cmd/readpast: %w\n%s", err, out)
-		}
-	})
-	if readpastBin.err != nil {
-		t.Fatal(readpastBin.err)
-	}
-	return readpastBin.path
-}
+// readpastBin is the readpast command, built once (internal/testbin) and
+// removed by TestMain.
+var readpastBin testbin.Readpast
 
 // freeAddr is a 127.0.0.1 address whose port was free a moment ago.
 func freeAddr(t testing.TB) string {
@@ -63,7 +37,7 @@ func (r *run) server(slot, addr, url string) *proc {
 	r.gens[slot]++
 	name := fmt.Sprintf("%s.%d", slot, r.gens[slot])
 	r.mu.Unlock()
-	cmd := exec.Command(binary(r.t), "serve", "--addr", addr, "--database-url", url,
+	cmd := exec.Command(readpastBin.Path(r.t), "serve", "--addr", addr, "--database-url", url,
 		"--log-level", "warn", "--rescue-interval", "250ms", "--shutdown-timeout", "5s")
 	cmd.Env = append(os.Environ(), "READPAST_TOKENS=", "READPAST_DATABASE_URL=")
 	out, err := os.Create(filepath.Join(r.dir, name+".out"))

@@ -2,8 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"database/sql"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,41 +11,12 @@ import (
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest"
+	"github.com/readpast/readpast/storetest/pgharness"
 )
 
 // poolerParams are what a store's URL needs behind PgBouncer in
 // transaction mode (docs/faults.md).
 const poolerParams = "&default_query_exec_mode=exec&readpast_listen=off"
-
-// groupStatesSQL reads every group that has a row or running jobs, with
-// the start times of its running jobs, in one snapshot (as the postgres
-// package's own conformance test does).
-const groupStatesSQL = `
-SELECT coalesce(g.group_key, j.group_key), g.group_key IS NOT NULL,
-       coalesce(g.running, 0), coalesce(g.max_running, 1),
-       coalesce(array_agg(j.started_at) FILTER (WHERE j.id IS NOT NULL), '{}')
-FROM readpast_groups g
-FULL JOIN (SELECT id, group_key, started_at FROM readpast_jobs
-           WHERE state = 'running' AND group_key IS NOT NULL) j
-  ON j.group_key = g.group_key
-GROUP BY 1, 2, 3, 4`
-
-func groupStates(ctx context.Context, st readpast.Store) ([]storetest.GroupState, error) {
-	rows, err := st.(*postgres.Store).Pool().Query(ctx, groupStatesSQL)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []storetest.GroupState
-	for rows.Next() {
-		var g storetest.GroupState
-		if err := rows.Scan(&g.Group, &g.Row, &g.Counter, &g.Limit, &g.Started); err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
-}
 
 // TestConformanceThroughPgBouncer is scenario 4's first half: the whole
 // conformance suite on a store whose every connection goes through
@@ -60,41 +29,21 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 	srv := pgtest.ServerFor(t, pgtest.Options{})
 	bouncer := pgtest.PgBouncerFor(t, srv)
 	ctx := context.Background()
-	storetest.Run(t, storetest.Harness{
-		New: func(t *testing.T) readpast.Store {
-			name := newDatabase(t, srv)
-			s, err := postgres.Open(ctx, bouncer.URL(name)+poolerParams)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Migrate(ctx); err != nil {
-				s.Close()
-				t.Fatal(err)
-			}
-			return s
-		},
-		StressJobs: 5000,
-		Claimers:   16,
-		Groups:     groupStates,
-		TagRows: func(ctx context.Context, st readpast.Store) (n int64, err error) {
-			err = st.(*postgres.Store).Pool().QueryRow(ctx, "SELECT count(*) FROM readpast_job_tags").Scan(&n)
-			return n, err
-		},
-		BeginSQLTx: func(t *testing.T, st readpast.Store) *sql.Tx {
-			// readpast_listen is readpast's own parameter: not for database/sql.
-			cs := strings.ReplaceAll(st.(*postgres.Store).Pool().Config().ConnString(), "&readpast_listen=off", "")
-			db, err := sql.Open("pgx", cs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return tx
-		},
-	})
+	h := pgharness.Harness()
+	h.New = func(t *testing.T) readpast.Store {
+		name := newDatabase(t, srv)
+		s, err := postgres.Open(ctx, bouncer.URL(name)+poolerParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			t.Fatal(err)
+		}
+		return s
+	}
+	h.StressJobs, h.Claimers = 5000, 16
+	storetest.Run(t, h)
 }
 
 // TestWorkersThroughPgBouncer is scenario 4's second half: the enqueuer

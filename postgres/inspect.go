@@ -89,10 +89,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, err
 	}
-	before := int64(math.MaxInt64)
-	if p.Cursor != "" {
-		before, _ = readpast.DecodeCursor(p.Cursor)
-	}
+	before := p.Before()
 	rows, err := s.pool.Query(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan, p.Tag)
 	if err != nil {
 		return readpast.SearchResult{}, opErr("search", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest"
+	"github.com/readpast/readpast/storetest/pgharness"
 )
 
 // The statements call readpast_stall('<place>') at the windows where a
@@ -167,7 +168,7 @@ func within(t *testing.T, what string, d time.Duration, ch <-chan error) {
 // more than its limit, and on running grouped jobs without a group row.
 func checkGroups(t *testing.T, s *postgres.Store) map[string]storetest.GroupState {
 	t.Helper()
-	states, err := groupStates(context.Background(), s)
+	states, err := pgharness.GroupStates(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

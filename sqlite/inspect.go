@@ -266,10 +266,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, err
 	}
-	before := int64(math.MaxInt64)
-	if p.Cursor != "" {
-		before, _ = readpast.DecodeCursor(p.Cursor)
-	}
+	before := p.Before()
 	var jobs []*readpast.Job
 	err = s.readOp(ctx, "search", func(db *sql.DB) error {
 		jobs = nil

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/readpast/readpast"
 )
@@ -32,12 +31,7 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	if err != nil {
 		return readpast.ListResult{}, err
 	}
-	before := int64(math.MaxInt64)
-	if p.Cursor != "" {
-		if before, err = readpast.DecodeCursor(p.Cursor); err != nil {
-			return readpast.ListResult{}, err
-		}
-	}
+	before := p.Before()
 	var res readpast.ListResult
 	err = s.readOp(ctx, "list", func(db *sql.DB) error {
 		res = readpast.ListResult{Jobs: make([]*readpast.Job, 0, min(p.Limit, 64))}

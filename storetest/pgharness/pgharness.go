@@ -1,0 +1,83 @@
+// Package pgharness is the PostgreSQL side of a storetest.Harness: what
+// the conformance suite reads from a postgres.Store's own tables. The
+// postgres package's conformance run and the fault suite's run through
+// PgBouncer share it.
+package pgharness
+
+import (
+	"context"
+	"database/sql"
+	"net/url"
+	"testing"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/storetest"
+)
+
+// Harness returns a storetest.Harness with Groups, TagRows and BeginSQLTx
+// set for stores that are *postgres.Store; the caller sets New and the
+// sizes (and Deadlocks, where the server's counter can be trusted).
+func Harness() storetest.Harness {
+	return storetest.Harness{Groups: GroupStates, TagRows: TagRows, BeginSQLTx: BeginSQLTx}
+}
+
+// groupStatesSQL reads every group that has a row or running jobs, with
+// the start times of its running jobs, in one snapshot.
+const groupStatesSQL = `
+SELECT coalesce(g.group_key, j.group_key), g.group_key IS NOT NULL,
+       coalesce(g.running, 0), coalesce(g.max_running, 1),
+       coalesce(array_agg(j.started_at) FILTER (WHERE j.id IS NOT NULL), '{}')
+FROM readpast_groups g
+FULL JOIN (SELECT id, group_key, started_at FROM readpast_jobs
+           WHERE state = 'running' AND group_key IS NOT NULL) j
+  ON j.group_key = g.group_key
+GROUP BY 1, 2, 3, 4`
+
+// GroupStates is storetest.Harness.Groups for PostgreSQL.
+func GroupStates(ctx context.Context, st readpast.Store) ([]storetest.GroupState, error) {
+	rows, err := st.(*postgres.Store).Pool().Query(ctx, groupStatesSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storetest.GroupState
+	for rows.Next() {
+		var g storetest.GroupState
+		if err := rows.Scan(&g.Group, &g.Row, &g.Counter, &g.Limit, &g.Started); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// TagRows is storetest.Harness.TagRows for PostgreSQL.
+func TagRows(ctx context.Context, st readpast.Store) (n int64, err error) {
+	err = st.(*postgres.Store).Pool().QueryRow(ctx, "SELECT count(*) FROM readpast_job_tags").Scan(&n)
+	return n, err
+}
+
+// BeginSQLTx is storetest.Harness.BeginSQLTx for PostgreSQL: a
+// database/sql transaction on the store's database, through the same
+// server or pooler. readpast's own URL parameter (readpast_listen) is
+// left out: it is not one for database/sql.
+func BeginSQLTx(t *testing.T, st readpast.Store) *sql.Tx {
+	u, err := url.Parse(st.(*postgres.Store).Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("readpast_listen")
+	u.RawQuery = q.Encode()
+	db, err := sql.Open("pgx", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
