@@ -31,3 +31,19 @@ func Listens(s *Store) bool { return !s.noListen }
 
 // ListTagSQL is sql/list_tag.sql, for TestExplainListByTag.
 var ListTagSQL = listTagSQL
+
+// ClaimCall and CompleteCall are the statements Store.Claim and
+// Store.Complete send: the calls of their routines (routines.go).
+var (
+	ClaimCall    = claimRoutine.call
+	CompleteCall = completeRoutine.call
+)
+
+// RoutineNames are the functions this build's routines define.
+func RoutineNames() []string {
+	var names []string
+	for _, r := range routines {
+		names = append(names, r.name)
+	}
+	return names
+}

@@ -183,13 +183,18 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if err != nil {
 		return nil, err
 	}
+	return withRoutines(ctx, s, func() ([]*readpast.Job, error) { return s.claim(ctx, p) })
+}
+
+// claim is Claim on the claim routine.
+func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, opErr("claim", err)
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, conn, s.hotMode, p, token)
+	jobs, err := claim(ctx, conn, s.hotMode, claimRoutine.call, p, token)
 	conn.Release()
 	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
@@ -200,13 +205,12 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, err
 }
 
-// claim runs sql/claim.sql on q in mode (Store.hotMode): the unnamed
-// statement, which PostgreSQL plans with the actual parameters every time.
-// A cached generic plan knows neither the LIMIT nor the array sizes and
-// can scan the whole table; the hot-path statements (claim, complete,
-// fail, rescue, release) all run this way.
-func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
-	rows, err := q.Query(ctx, claimSQL, mode,
+// claim runs stmt, sql/claim.sql or its routine (claimRoutine.call), on q
+// in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
+// with the actual parameters every time, or the routine's call, whose
+// statement each server session plans once (see routines.go).
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+	rows, err := q.Query(ctx, stmt, mode,
 		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
 	if err != nil {
 		return nil, opErr("claim", err)
@@ -236,7 +240,7 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	for {
-		tag, err := conn.Exec(ctx, endClaimSessionSQL, int64(pid), claimSQL)
+		tag, err := conn.Exec(ctx, endClaimSessionSQL, int64(pid), claimRoutine.call)
 		if err != nil {
 			return fmt.Errorf("end the claim's session: %w", err)
 		}
@@ -395,7 +399,9 @@ func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs [
 	return nil
 }
 
-func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, cs []readpast.Completion) ([]error, error) {
+// complete runs stmt, sql/complete.sql or its routine
+// (completeRoutine.call), on q in mode, as claim does.
+func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, cs []readpast.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
@@ -411,7 +417,7 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, cs []readp
 				results[k] = &str
 			}
 		}
-		done, err := pairSet(q.Query(ctx, completeSQL, mode, b.ids, b.tokens, results))
+		done, err := pairSet(q.Query(ctx, stmt, mode, b.ids, b.tokens, results))
 		if err != nil {
 			return nil, opErr("complete", err)
 		}
@@ -434,7 +440,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	errs, err := retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, cs) })
+	errs, err := withRoutines(ctx, s, func() ([]error, error) {
+		return retryDeadlock(ctx, func() ([]error, error) { return complete(ctx, s.pool, s.hotMode, completeRoutine.call, cs) })
+	})
 	s.dropIdleAfter(err)
 	return errs, err
 }
@@ -445,7 +453,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // ends it holds the job's row and, for a grouped job, its group's row:
 // claims pass that group over meanwhile, and SetGroupLimit on it waits.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
-	errs, err := complete(ctx, tx, s.hotMode, []readpast.Completion{c})
+	errs, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
 	if err != nil {
 		return err
 	}
@@ -788,7 +796,7 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
-	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, p, uuid.NewString())
+	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
 }
 
 // PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql).

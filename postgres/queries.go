@@ -14,7 +14,7 @@ import (
 // package initialization, from these constant files only: no statement
 // text ever depends on input.
 //
-//go:embed sql/*.sql sql/fragments/*.sql
+//go:embed sql/*.sql sql/fragments/*.sql sql/routines/*.sql
 var sqlFiles embed.FS
 
 // The statements.

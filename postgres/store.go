@@ -164,9 +164,9 @@ const createSchemaTable = `CREATE TABLE IF NOT EXISTS readpast_schema (
     applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
-// Migrate applies the embedded migrations not yet applied, in one
-// transaction, under an advisory lock so concurrent callers wait for each
-// other. It returns readpast.ErrSchemaTooNew, changing nothing, when the
+// Migrate applies the embedded migrations not yet applied, and defines
+// this build's routines (see routines.go), in one transaction, under an
+// advisory lock so concurrent callers wait for each other. It returns readpast.ErrSchemaTooNew, changing nothing, when the
 // database has a migration this code does not know.
 func (s *Store) Migrate(ctx context.Context) error {
 	ms, err := migrations()
@@ -197,6 +197,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, "INSERT INTO readpast_schema (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
 				return fmt.Errorf("migrate: record %s: %w", m.Name, err)
 			}
+		}
+		if err := defineRoutines(ctx, tx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
 	})

@@ -24,7 +24,8 @@
 --   row means running 0, limit 1). This claim creates their rows, under a
 --   try-lock on the key that every transaction inserting or deleting a
 --   group row takes, so two of them never insert one key at once (the
---   second INSERT would wait for the first).
+--   second INSERT would wait for the first). The CASE takes the try-lock
+--   only for keys without a row.
 -- heads: per decided group, its first due pending jobs across all queues
 --   (a group is one ordered stream), as many as it has free slots, plus
 --   one to mark when this claim's own limit is what stops it.
@@ -42,6 +43,15 @@
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue. Marks of jobs not yet due stay: nobody else would
 --   mark those jobs when they come due.
+--
+-- Plans made once (the claim routine, postgres/routines.go) must be right
+-- at any table size, so every read of a table is bounded by an index
+-- condition on a lateral value or on a small array computed first
+-- (= ANY (ARRAY(...))), and no other index can serve it: joins to a big
+-- table (new_groups, bumped) are written as such array lookups, and
+-- used_marks's run_at test is an expression (run_at + interval '0'), so
+-- that the claim-order index of the marks, whose third column is run_at,
+-- cannot be walked whole for it.
 WITH open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
     WHERE NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
@@ -83,8 +93,11 @@ locked AS (
 new_groups AS (
     SELECT group_key, 0 AS running, 1 AS max_running
     FROM marked m
-    WHERE NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = m.group_key)
-      AND pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
+    WHERE CASE WHEN m.group_key <> ALL (ARRAY(
+                   SELECT group_key FROM readpast_groups
+                   WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))))
+          THEN pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
+          ELSE false END
 ),
 decided AS (
     SELECT group_key, max_running - running AS free, least(greatest(max_running - running, 0), $3) AS takes
@@ -130,7 +143,8 @@ bumped AS (
     UPDATE readpast_groups g
     SET running = g.running + c.n
     FROM counts c
-    WHERE g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
+    WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM counts))
+      AND g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
 ),
 held AS (
     SELECT group_key FROM locked UNION ALL SELECT group_key FROM created
@@ -153,7 +167,8 @@ used_marks AS (
     DELETE FROM readpast_group_ready
     WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM readpast_group_ready
-        WHERE group_key = ANY (ARRAY(SELECT group_key FROM held)) AND run_at <= now()
+        WHERE group_key = ANY (ARRAY(SELECT group_key FROM held))
+          AND run_at + interval '0' <= now()
         FOR UPDATE SKIP LOCKED))
 ),
 announced AS (

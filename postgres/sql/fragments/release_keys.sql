@@ -14,23 +14,30 @@ freed makes those come first), then key rows, in key order. An enqueue of
 the same key waits for this statement's transaction (its insert's
 conflict check waits for the deleter or updater of the conflicting row),
 which is inherent to uniqueness; claims never touch key rows.
+
+Every read of the key table is bounded by = ANY (ARRAY(...)) on the keys
+at hand, so that a plan made once (the complete routine) cannot walk the
+whole table whatever the join order.
 */}}{{define "release_keys"}}
 locked_keys AS (
     SELECT k.unique_key, coalesce(k.keep_until > now(), false) AS kept
     FROM readpast_unique_keys k
     JOIN ending e ON e.unique_key = k.unique_key AND e.id = k.job_id
-    WHERE (SELECT count(*) FROM freed) >= 0 AND readpast_stall('finish.keys', k.unique_key)
+    WHERE k.unique_key = ANY (ARRAY(SELECT unique_key FROM ending))
+      AND (SELECT count(*) FROM freed) >= 0 AND readpast_stall('finish.keys', k.unique_key)
     ORDER BY k.unique_key
     FOR UPDATE OF k
 ),
 released_keys AS (
     DELETE FROM readpast_unique_keys k
     USING locked_keys l
-    WHERE k.unique_key = l.unique_key AND NOT l.kept
+    WHERE k.unique_key = ANY (ARRAY(SELECT unique_key FROM locked_keys))
+      AND k.unique_key = l.unique_key AND NOT l.kept
 ),
 kept_keys AS (
     UPDATE readpast_unique_keys k
     SET live = false
     FROM locked_keys l
-    WHERE k.unique_key = l.unique_key AND l.kept
+    WHERE k.unique_key = ANY (ARRAY(SELECT unique_key FROM locked_keys))
+      AND k.unique_key = l.unique_key AND l.kept
 ){{end}}
