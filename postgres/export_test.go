@@ -47,3 +47,6 @@ func RoutineNames() []string {
 	}
 	return names
 }
+
+// SetNotifyEvery sets how often at most s.Enqueue notifies (notifyEvery).
+func SetNotifyEvery(s *Store, d time.Duration) { s.notify.every = d }

@@ -104,7 +104,10 @@ func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
 	return scanJobs(rows)
 }
 
-func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+// enqueue runs sql/enqueue.sql (or the keyed enqueue) on q. notify says
+// whether the statement sends the wake-up NOTIFY itself (see notifier);
+// keyed enqueues always do.
+func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, notify bool) ([]*readpast.Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -115,7 +118,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams) ([]*
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, enqueueSQL, args...)
+	rows, err := q.Query(ctx, enqueueSQL, append(args, notify)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -137,7 +140,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 	case oneKeyOnly(jobs):
 		// One key and nothing else: a round that does not settle it
 		// changed nothing, so no transaction is needed around the rounds.
-		out, err = enqueue(ctx, s.pool, jobs)
+		out, err = enqueue(ctx, s.pool, jobs, true)
 	case anyKey(jobs):
 		out, err = retryDeadlock(ctx, func() ([]*readpast.Job, error) {
 			var out []*readpast.Job
@@ -152,7 +155,11 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 			err = opErr("enqueue", err)
 		}
 	default:
-		out, err = enqueue(ctx, s.pool, jobs)
+		notify := s.notify.due()
+		out, err = enqueue(ctx, s.pool, jobs, notify)
+		if err == nil && !notify {
+			s.notify.trail()
+		}
 	}
 	if err == nil && len(out) > 0 {
 		s.hub.Broadcast()
@@ -163,7 +170,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 // EnqueueTx inserts jobs inside the caller's transaction: they exist if and
 // only if tx commits. Workers are woken when it commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
-	return enqueue(ctx, tx, jobs)
+	return enqueue(ctx, tx, jobs, true)
 }
 
 // Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that

@@ -22,7 +22,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, enqueueSQL, args...)
+	rows, err := tx.QueryContext(ctx, enqueueSQL, append(args, true)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}

@@ -45,6 +45,8 @@ type Store struct {
 	hotMode pgx.QueryExecMode
 
 	tidy tidier // when Tidy may vacuum each table next
+
+	notify *notifier // coalesces Enqueue's wake-ups of other processes
 }
 
 var (
@@ -122,8 +124,10 @@ const ListenParam = "readpast_listen"
 // Either way PostgreSQL plans them with their actual parameters.
 func New(pool *pgxpool.Pool) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
+	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
 		hotMode: hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
+	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
+	return s
 }
 
 // hotExecMode is the mode of the hot-path statements given the pool's

@@ -5,8 +5,10 @@
 -- (marks have no unique key), and tag rows (keyed by the fresh ids). It touches no group row, so it never waits on a
 -- claim, a finisher, or another enqueue, whether or not their
 -- transactions are open. A NULL run-at means now on the database's clock,
--- the clock claims compare with. The NOTIFY is delivered when the
--- caller's transaction commits, coalesced per transaction.
+-- the clock claims compare with. When $9 is true, the NOTIFY that wakes
+-- other processes' workers is delivered when the caller's transaction
+-- commits, coalesced per transaction; when false, the caller sends it
+-- (Store.Enqueue coalesces it across enqueues: postgres/notify.go).
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
@@ -24,7 +26,7 @@ inserted AS (
 {{template "mark_enqueued"}},
 {{template "tag_enqueued"}},
 notified AS (
-    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n WHERE $9::boolean
 )
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
