@@ -80,6 +80,19 @@ func mustRoutine(name, statement, args string) routine {
 	}
 }
 
+// routineMode is the exec mode of the routines' calls, given the mode of
+// the other hot-path statements (Store.hotMode): cache_describe where
+// those describe on every call. A call's parameter and result types are
+// fixed by the routine's name (a digest of its definition), so a cached
+// description cannot go stale, and each call is one round trip, on the
+// unnamed statement, which transaction-mode poolers pass through.
+func routineMode(hot pgx.QueryExecMode) pgx.QueryExecMode {
+	if hot == pgx.QueryExecModeDescribeExec {
+		return pgx.QueryExecModeCacheDescribe
+	}
+	return hot
+}
+
 // defineRoutines defines this build's routines that the database lacks,
 // in tx, which holds the migration lock.
 func defineRoutines(ctx context.Context, tx pgx.Tx) error {
