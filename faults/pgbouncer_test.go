@@ -9,7 +9,6 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
-	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest"
 	"github.com/readpast/readpast/storetest/pgharness"
 )
@@ -28,19 +27,9 @@ const poolerParams = "&default_query_exec_mode=exec&readpast_listen=off"
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	srv := pgtest.ServerFor(t, pgtest.Options{})
 	bouncer := pgtest.PgBouncerFor(t, srv)
-	ctx := context.Background()
 	h := pgharness.Harness()
 	h.New = func(t *testing.T) readpast.Store {
-		name := newDatabase(t, srv)
-		s, err := postgres.Open(ctx, bouncer.URL(name)+poolerParams)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			s.Close()
-			t.Fatal(err)
-		}
-		return s
+		return pgharness.Open(t, bouncer.URL(newDatabase(t, srv))+poolerParams)
 	}
 	h.StressJobs, h.Claimers = 5000, 16
 	storetest.Run(t, h)

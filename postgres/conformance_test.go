@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"context"
 	"flag"
 	"os"
 	"testing"
@@ -19,16 +18,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // newStore opens a migrated store on a fresh database.
 func newStore(t testing.TB) *postgres.Store {
 	t.Helper()
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	return s
+	return pgharness.Open(t, pgtest.URL(t))
 }
 
 var stressDuration = flag.Duration("stress", 5*time.Second, "how long the group stress test runs")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -55,18 +56,16 @@ var (
 	routines = []routine{claimRoutine, completeRoutine}
 )
 
-// mustRoutine wraps statement in the function of sql/routines/name.sql.
-// The call's arguments are constants: no routine text depends on input.
+// mustRoutine wraps statement in the function of sql/routines/function.sql,
+// with the signature of sql/routines/name.sql. The call's arguments are
+// constants: no routine text depends on input.
 func mustRoutine(name, statement, args string) routine {
-	src, err := sqlFiles.ReadFile("sql/routines/" + name + ".sql")
-	if err != nil {
-		panic(err)
-	}
-	t := template.Must(template.New(name).Option("missingkey=error").Parse(string(src)))
+	t := template.Must(template.New(name).Option("missingkey=error").
+		ParseFS(sqlFiles, "sql/routines/function.sql", "sql/routines/"+name+".sql"))
 	render := func(fn string) string {
 		var b strings.Builder
 		body := strings.TrimRight(strings.TrimSpace(statement), ";")
-		if err := t.Execute(&b, map[string]string{"Name": fn, "Body": body}); err != nil {
+		if err := t.ExecuteTemplate(&b, "function.sql", map[string]string{"Name": fn, "Body": body}); err != nil {
 			panic(fmt.Sprintf("postgres: routine %s: %v", name, err))
 		}
 		return b.String()
@@ -96,12 +95,17 @@ func routineMode(hot pgx.QueryExecMode) pgx.QueryExecMode {
 // defineRoutines defines this build's routines that the database lacks,
 // in tx, which holds the migration lock.
 func defineRoutines(ctx context.Context, tx pgx.Tx) error {
+	names := make([]string, len(routines))
+	for i, r := range routines {
+		names[i] = r.name
+	}
+	var missing []string
+	err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(n), '{}') FROM unnest($1::text[]) n WHERE to_regproc(n) IS NULL", names).Scan(&missing)
+	if err != nil {
+		return fmt.Errorf("look up the routines: %w", err)
+	}
 	for _, r := range routines {
-		var exists bool
-		if err := tx.QueryRow(ctx, "SELECT to_regproc($1) IS NOT NULL", r.name).Scan(&exists); err != nil {
-			return fmt.Errorf("look up %s: %w", r.name, err)
-		}
-		if exists {
+		if !slices.Contains(missing, r.name) {
 			continue
 		}
 		if _, err := tx.Exec(ctx, r.define); err != nil {

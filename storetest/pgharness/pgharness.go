@@ -15,6 +15,22 @@ import (
 	"github.com/readpast/readpast/storetest"
 )
 
+// Open opens a store on url and migrates it, failing t on an error. The
+// caller closes it (storetest closes the stores a Harness's New makes).
+func Open(t testing.TB, url string) *postgres.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Harness returns a storetest.Harness with Groups, TagRows and BeginSQLTx
 // set for stores that are *postgres.Store; the caller sets New and the
 // sizes (and Deadlocks, where the server's counter can be trusted).
