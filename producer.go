@@ -25,6 +25,22 @@ type producer struct {
 	finished chan struct{} // a handler of this producer returned
 }
 
+// claimsInFlight is how many claims of one queue a producer keeps in
+// flight at once. Most of a claim's time is its round trip and its
+// commit's wait for the disk, during which the slots it will fill, and
+// any that free up meanwhile, sit idle; a second claim for the slots
+// freed meanwhile overlaps that wait. Claims of one process never wait on
+// each other (SKIP LOCKED), so they take disjoint jobs.
+const claimsInFlight = 2
+
+// claimResult is what one claim returns to the producer's loop.
+type claimResult struct {
+	limit int       // the slots the claim was allowed to fill
+	jobs  []*Job    // what it took
+	at    time.Time // when it returned
+	err   error
+}
+
 func (p *producer) run(ctx context.Context) {
 	c := p.client
 	p.finished = make(chan struct{}, p.cfg.MaxWorkers)
@@ -33,45 +49,57 @@ func (p *producer) run(ctx context.Context) {
 	// Claim in batches: after handlers finish, wait until enough slots are
 	// free for a worthwhile claim unless the pool ran dry.
 	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/4)
-	more := true // the last claim may have left jobs behind
+	results := make(chan claimResult, claimsInFlight)
+	inFlight, reserved := 0, 0 // claims in flight, and the slots they may fill
+	// A claim is never cancelled midway (see claim): on the way out, the
+	// jobs of the claims still in flight are started like any others, and
+	// Stop deals with them.
+	defer func() {
+		for ; inFlight > 0; inFlight-- {
+			p.start(<-results)
+		}
+	}()
+	more := true               // the last claim may have left jobs behind
+	var retry <-chan time.Time // set while waiting to retry a failed claim
 	var backoff claimBackoff
 	for {
-		free := p.cfg.MaxWorkers - p.running
-		if more && free > 0 && (free >= batch || p.running == 0) {
-			n, err := p.claim(ctx, min(free, p.cfg.FetchLimit))
-			switch {
-			case err != nil && ctx.Err() == nil:
-				wait := backoff.next()
-				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", err), slog.Duration("retry_in", wait))
-				more = false
-				// A wake-up (the store's listener is back, or jobs were
-				// enqueued here) cuts the wait short; so does a finished
-				// handler, whose slot wants filling.
-				timer := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-				case <-timer.C:
-				case <-p.wake:
-				case <-p.finished:
-					p.running--
-				}
-				timer.Stop()
-				more = true
-				continue
-			case err == nil:
-				backoff.reset()
-				more = n == min(free, p.cfg.FetchLimit)
-			}
+		free := p.cfg.MaxWorkers - p.running - reserved
+		idle := p.running == 0 && reserved == 0
+		if more && retry == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
+			limit := min(free, p.cfg.FetchLimit)
+			inFlight++
+			reserved += limit
+			go func() { results <- p.claim(ctx, limit) }()
+			continue
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case r := <-results:
+			inFlight--
+			reserved -= r.limit
+			switch {
+			case r.err != nil && ctx.Err() == nil:
+				wait := backoff.next()
+				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", r.err), slog.Duration("retry_in", wait))
+				retry = time.After(wait)
+			case r.err == nil:
+				backoff.reset()
+				p.start(r)
+				more = len(r.jobs) == r.limit
+			}
+		// A wake-up (the store's listener is back, or jobs were enqueued
+		// here) cuts a retry's wait short; so does a finished handler,
+		// whose slot wants filling.
+		case <-retry:
+			retry, more = nil, true
 		case <-p.wake:
-			more = true
+			retry, more = nil, true
 		case <-poll.C:
 			more = true
 		case <-p.finished:
 			p.running--
+			retry = nil
 			for drained := false; !drained; {
 				select {
 				case <-p.finished:
@@ -109,7 +137,9 @@ func (b *claimBackoff) reset() { b.cur = 0 }
 // behalf (claims, outcomes, heartbeats, releases).
 const storeCallTimeout = 10 * time.Second
 
-func (p *producer) claim(ctx context.Context, limit int) (int, error) {
+// claim takes up to limit jobs of the queue. It runs on a goroutine of
+// its own; the producer's loop starts the jobs (start).
+func (p *producer) claim(ctx context.Context, limit int) claimResult {
 	c := p.client
 	// A claim is never cancelled midway: the database may commit it while
 	// the driver reports the cancel, and the jobs would sit until their
@@ -117,11 +147,13 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
 	defer cancel()
 	jobs, err := c.store.Claim(claimCtx, ClaimParams{Queues: []string{p.queue}, Worker: c.cfg.WorkerID, Limit: limit, Lease: c.cfg.Lease})
-	if err != nil {
-		return 0, err
-	}
-	claimed := time.Now()
-	for _, j := range jobs {
+	return claimResult{limit: limit, jobs: jobs, at: time.Now(), err: err}
+}
+
+// start runs the jobs of a claim, each on a goroutine of its own.
+func (p *producer) start(r claimResult) {
+	c := p.client
+	for _, j := range r.jobs {
 		p.running++
 		c.jobs.Add(1)
 		go func() {
@@ -129,10 +161,9 @@ func (p *producer) claim(ctx context.Context, limit int) (int, error) {
 				c.jobs.Done()
 				p.finished <- struct{}{}
 			}()
-			p.execute(j, claimed)
+			p.execute(j, r.at)
 		}()
 	}
-	return len(jobs), nil
 }
 
 // dbNow estimates the database's clock from a job claimed at claimed (on

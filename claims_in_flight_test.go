@@ -1,0 +1,99 @@
+package readpast_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/sqlite"
+)
+
+// overlapStore holds each Claim until another one is in flight (or a
+// while has passed), and checks at every Claim that the handlers running
+// and the limits of the claims in flight never add up to more than the
+// pool.
+type overlapStore struct {
+	readpast.Store
+	pool    int
+	running *atomic.Int32 // handlers running
+
+	mu          sync.Mutex
+	inFlight    int
+	limits      int // the limits of the claims in flight
+	maxInFlight int
+	overbooked  string
+	arrived     chan struct{} // closed when a claim arrives, then renewed
+}
+
+func (s *overlapStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.limits += p.Limit
+	s.maxInFlight = max(s.maxInFlight, s.inFlight)
+	if n := int(s.running.Load()) + s.limits; n > s.pool && s.overbooked == "" {
+		s.overbooked = fmt.Sprintf("%d handlers running and claims in flight for %d slots, in a pool of %d", s.running.Load(), s.limits, s.pool)
+	}
+	close(s.arrived)
+	s.arrived = make(chan struct{})
+	next := s.arrived
+	s.mu.Unlock()
+	select {
+	case <-next:
+	case <-time.After(200 * time.Millisecond):
+	}
+	jobs, err := s.Store.Claim(ctx, p)
+	s.mu.Lock()
+	s.inFlight--
+	s.limits -= p.Limit
+	s.mu.Unlock()
+	return jobs, err
+}
+
+// TestClaimsOverlap: a queue keeps a second claim in flight for the slots
+// that free up while its first claim waits for the database, never more
+// than two, and never for more slots than are free. With one claim at a
+// time (as before), the second claim never comes while the first waits.
+func TestClaimsOverlap(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	var running atomic.Int32
+	const pool = 8
+	s := &overlapStore{Store: sq, pool: pool, running: &running, arrived: make(chan struct{})}
+	var done atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		running.Add(1)
+		defer running.Add(-1)
+		time.Sleep(5 * time.Millisecond)
+		done.Add(1)
+		return nil, nil
+	}, nil)
+	const n = 300
+	params := make([]readpast.EnqueueParams, n)
+	for i := range params {
+		params[i] = readpast.EnqueueParams{Kind: "k"}
+	}
+	if _, err := sq.Enqueue(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	startClient(t, s, readpast.Config{Workers: w, PollInterval: 10 * time.Millisecond,
+		Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: pool}}})
+	waitFor(t, 30*time.Second, "every job to run", func() bool { return done.Load() == n })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overbooked != "" {
+		t.Errorf("overbooked: %s", s.overbooked)
+	}
+	if s.maxInFlight != 2 {
+		t.Errorf("at most %d claims were in flight at once, want 2", s.maxInFlight)
+	}
+}
