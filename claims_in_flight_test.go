@@ -73,7 +73,9 @@ func TestClaimsOverlap(t *testing.T) {
 	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
 		running.Add(1)
 		defer running.Add(-1)
-		time.Sleep(5 * time.Millisecond)
+		// Uneven, so that handlers finish one by one and slots free up
+		// while a claim is out.
+		time.Sleep(time.Duration(2+job.ID%7) * time.Millisecond)
 		done.Add(1)
 		return nil, nil
 	}, nil)
@@ -95,5 +97,84 @@ func TestClaimsOverlap(t *testing.T) {
 	}
 	if s.maxInFlight != 2 {
 		t.Errorf("at most %d claims were in flight at once, want 2", s.maxInFlight)
+	}
+}
+
+// shortClaimStore holds its first Claim until released and then returns
+// nothing, as a claim whose snapshot predates a job does; its wake-ups are
+// the test's own.
+type shortClaimStore struct {
+	readpast.Store
+	wake    chan struct{}
+	started chan struct{} // closed when the first claim begins
+	release chan struct{} // the first claim returns once this is closed
+	calls   atomic.Int32
+}
+
+func (s *shortClaimStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	if s.calls.Add(1) == 1 {
+		close(s.started)
+		<-s.release
+		return []*readpast.Job{}, nil
+	}
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *shortClaimStore) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wake:
+				select {
+				case out <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestWakeUpDuringAClaimIsKept: a wake-up that arrives while a claim is
+// out, when that claim comes back short (its snapshot predates the job
+// the wake-up announces), makes the producer claim again at once, not at
+// the next poll. With claims on goroutines, the loop takes the wake-up
+// while the claim is out; the short claim's result then cleared it, and
+// the job waited for the poll.
+func TestWakeUpDuringAClaimIsKept(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	s := &shortClaimStore{Store: sq, wake: make(chan struct{}, 1), started: make(chan struct{}), release: make(chan struct{})}
+	ran := make(chan struct{}, 1)
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		ran <- struct{}{}
+		return nil, nil
+	}, nil)
+	startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute})
+	select {
+	case <-s.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim")
+	}
+	if _, err := sq.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.wake <- struct{}{}
+	time.Sleep(200 * time.Millisecond) // the producer takes the wake-up while the claim is out
+	close(s.release)
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job waited for the next poll: the wake-up that came during the claim was lost")
 	}
 }

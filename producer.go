@@ -35,10 +35,11 @@ const claimsInFlight = 2
 
 // claimResult is what one claim returns to the producer's loop.
 type claimResult struct {
-	limit int       // the slots the claim was allowed to fill
-	jobs  []*Job    // what it took
-	at    time.Time // when it returned
-	err   error
+	limit  int       // the slots the claim was allowed to fill
+	jobs   []*Job    // what it took
+	at     time.Time // when it returned
+	err    error
+	signal uint64 // the producer's count of wake-ups and polls when the claim began
 }
 
 func (p *producer) run(ctx context.Context) {
@@ -60,16 +61,21 @@ func (p *producer) run(ctx context.Context) {
 		}
 	}()
 	more := true               // the last claim may have left jobs behind
+	var signal uint64          // wake-ups and polls so far
 	var retry <-chan time.Time // set while waiting to retry a failed claim
 	var backoff claimBackoff
 	for {
 		free := p.cfg.MaxWorkers - p.running - reserved
 		idle := p.running == 0 && reserved == 0
-		if more && retry == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
-			limit := min(free, p.cfg.FetchLimit)
+		if ctx.Err() == nil && more && retry == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
+			limit, at := min(free, p.cfg.FetchLimit), signal
 			inFlight++
 			reserved += limit
-			go func() { results <- p.claim(ctx, limit) }()
+			go func() {
+				r := p.claim(ctx, limit)
+				r.signal = at
+				results <- r
+			}()
 			continue
 		}
 		select {
@@ -79,14 +85,20 @@ func (p *producer) run(ctx context.Context) {
 			inFlight--
 			reserved -= r.limit
 			switch {
-			case r.err != nil && ctx.Err() == nil:
+			case r.err != nil && ctx.Err() == nil && retry == nil:
 				wait := backoff.next()
 				c.log.WarnContext(ctx, "claim failed", slog.String("queue", p.queue), slog.Any("error", r.err), slog.Duration("retry_in", wait))
 				retry = time.After(wait)
-			case r.err == nil:
+			case r.err != nil:
+				// Stopping, or the other claim in flight failed too and
+				// its retry is set: one wait, one backoff step.
+			default:
 				backoff.reset()
 				p.start(r)
-				more = len(r.jobs) == r.limit
+				// A claim that came back short found nothing more in
+				// its snapshot; a wake-up or a poll since it began may
+				// announce jobs it could not see.
+				more = len(r.jobs) == r.limit || r.signal != signal
 			}
 		// A wake-up (the store's listener is back, or jobs were enqueued
 		// here) cuts a retry's wait short; so does a finished handler,
@@ -95,8 +107,10 @@ func (p *producer) run(ctx context.Context) {
 			retry, more = nil, true
 		case <-p.wake:
 			retry, more = nil, true
+			signal++
 		case <-poll.C:
 			more = true
+			signal++
 		case <-p.finished:
 			p.running--
 			retry = nil
