@@ -3,14 +3,12 @@ package readpast_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/sqlite"
 )
 
 // overlapStore holds each Claim until another one is in flight (or a
@@ -60,11 +58,7 @@ func (s *overlapStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*re
 // time (as before), the second claim never comes while the first waits.
 func TestClaimsOverlap(t *testing.T) {
 	ctx := context.Background()
-	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
+	sq := newSQLiteStore(t)
 	var running atomic.Int32
 	const pool = 8
 	s := &overlapStore{Store: sq, pool: pool, running: &running, arrived: make(chan struct{})}
@@ -100,27 +94,36 @@ func TestClaimsOverlap(t *testing.T) {
 	}
 }
 
-// shortClaimStore holds its first Claim until released and then returns
-// nothing, as a claim whose snapshot predates a job does; its wake-ups are
-// the test's own.
-type shortClaimStore struct {
+// heldClaimStore holds its first Claim until released; then that claim
+// returns nothing when short is set (as a claim whose snapshot predates a
+// job does), and what the store gives otherwise. Its wake-ups are the
+// test's own.
+type heldClaimStore struct {
 	readpast.Store
+	short   bool
 	wake    chan struct{}
 	started chan struct{} // closed when the first claim begins
 	release chan struct{} // the first claim returns once this is closed
 	calls   atomic.Int32
 }
 
-func (s *shortClaimStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+func newHeldClaimStore(t *testing.T, short bool) *heldClaimStore {
+	return &heldClaimStore{Store: newSQLiteStore(t), short: short, wake: make(chan struct{}, 1),
+		started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *heldClaimStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
 	if s.calls.Add(1) == 1 {
 		close(s.started)
 		<-s.release
-		return []*readpast.Job{}, nil
+		if s.short {
+			return []*readpast.Job{}, nil
+		}
 	}
 	return s.Store.Claim(ctx, p)
 }
 
-func (s *shortClaimStore) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+func (s *heldClaimStore) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 	out := make(chan struct{})
 	go func() {
 		defer close(out)
@@ -140,6 +143,16 @@ func (s *shortClaimStore) Subscribe(ctx context.Context) (<-chan struct{}, error
 	return out, nil
 }
 
+// waitStarted waits for the held claim to begin.
+func (s *heldClaimStore) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim")
+	}
+}
+
 // TestWakeUpDuringAClaimIsKept: a wake-up that arrives while a claim is
 // out, when that claim comes back short (its snapshot predates the job
 // the wake-up announces), makes the producer claim again at once, not at
@@ -148,12 +161,7 @@ func (s *shortClaimStore) Subscribe(ctx context.Context) (<-chan struct{}, error
 // the job waited for the poll.
 func TestWakeUpDuringAClaimIsKept(t *testing.T) {
 	ctx := context.Background()
-	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sq.Close() })
-	s := &shortClaimStore{Store: sq, wake: make(chan struct{}, 1), started: make(chan struct{}), release: make(chan struct{})}
+	s := newHeldClaimStore(t, true)
 	ran := make(chan struct{}, 1)
 	w := readpast.NewWorkers()
 	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
@@ -161,12 +169,8 @@ func TestWakeUpDuringAClaimIsKept(t *testing.T) {
 		return nil, nil
 	}, nil)
 	startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute})
-	select {
-	case <-s.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no claim")
-	}
-	if _, err := sq.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+	s.waitStarted(t)
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
 		t.Fatal(err)
 	}
 	s.wake <- struct{}{}
@@ -176,5 +180,54 @@ func TestWakeUpDuringAClaimIsKept(t *testing.T) {
 	case <-ran:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the job waited for the next poll: the wake-up that came during the claim was lost")
+	}
+}
+
+// TestStopWaitsForAClaimInFlight: Stop called while a claim is out waits
+// for it, and the jobs it took run (or are released) before Stop
+// returns: none is left running under a lease nobody holds. With claims on
+// goroutines, a producer that returned at once would leave them so.
+func TestStopWaitsForAClaimInFlight(t *testing.T) {
+	ctx := context.Background()
+	s := newHeldClaimStore(t, false)
+	jobs, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}, {Kind: "k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		ran.Add(1)
+		return nil, nil
+	}, nil)
+	c := startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute})
+	s.waitStarted(t)
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		stopped <- c.Stop(sctx)
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while a claim was in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(s.release)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+	for _, j := range jobs {
+		if got := stateOf(t, s, j.ID); got.State == readpast.StateRunning {
+			t.Fatalf("job %d left running after Stop (handlers ran %d times)", j.ID, ran.Load())
+		}
+	}
+	if ran.Load() != 2 {
+		t.Fatalf("handlers ran %d times, want 2: the claim's jobs were not started", ran.Load())
 	}
 }

@@ -35,6 +35,17 @@ func newPGStore(t testing.TB) *postgres.Store {
 	return s
 }
 
+// newSQLiteStore opens a SQLite store in a new file, closed when the test ends.
+func newSQLiteStore(t testing.TB) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func startClient(t *testing.T, s readpast.Store, cfg readpast.Config) *readpast.Client {
 	t.Helper()
 	c, err := readpast.NewClient(s, cfg)

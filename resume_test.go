@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -73,11 +72,7 @@ func TestClientsResumeSoonAfterAnOutage(t *testing.T) {
 		t.Run(fmt.Sprintf("wake=%v", wake), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sq.Close() })
+			sq := newSQLiteStore(t)
 			o := &outageStore{Store: sq, notify: sq, resumed: map[string]time.Time{}, attempts: map[string]int{}}
 			var st readpast.Store = o
 			if wake {

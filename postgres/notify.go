@@ -66,10 +66,13 @@ func (n *notifier) trail() {
 	})
 }
 
+// notifySQL wakes the workers of every process listening on readpast.
+const notifySQL = "SELECT pg_notify('readpast', '')"
+
 // sendNotify sends one NOTIFY readpast. A lost one only delays other
 // processes' workers to their next poll, so errors are dropped.
 func (s *Store) sendNotify() {
 	ctx, cancel := context.WithTimeout(s.closeCtx, 5*time.Second)
 	defer cancel()
-	_, _ = s.pool.Exec(ctx, "SELECT pg_notify('readpast', '')")
+	_, _ = s.pool.Exec(ctx, notifySQL)
 }

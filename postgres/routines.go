@@ -92,6 +92,10 @@ func routineMode(hot pgx.QueryExecMode) pgx.QueryExecMode {
 	return hot
 }
 
+// missingRoutinesSQL returns the function names of $1 that the database
+// does not define.
+const missingRoutinesSQL = "SELECT coalesce(array_agg(n), '{}') FROM unnest($1::text[]) n WHERE to_regproc(n) IS NULL"
+
 // defineRoutines defines this build's routines that the database lacks,
 // in tx, which holds the migration lock.
 func defineRoutines(ctx context.Context, tx pgx.Tx) error {
@@ -100,7 +104,7 @@ func defineRoutines(ctx context.Context, tx pgx.Tx) error {
 		names[i] = r.name
 	}
 	var missing []string
-	err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(n), '{}') FROM unnest($1::text[]) n WHERE to_regproc(n) IS NULL", names).Scan(&missing)
+	err := tx.QueryRow(ctx, missingRoutinesSQL, names).Scan(&missing)
 	if err != nil {
 		return fmt.Errorf("look up the routines: %w", err)
 	}
