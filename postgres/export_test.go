@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"context"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/readpast/readpast"
 )
 
 // ClaimTx exposes claimTx to the tests of package postgres_test.
@@ -50,3 +53,25 @@ func RoutineNames() []string {
 
 // SetNotifyEvery sets how often at most s.Enqueue notifies (notifyEvery).
 func SetNotifyEvery(s *Store, d time.Duration) { s.notify.every = d }
+
+// OnEnqueueStatement makes s call f, with its number of jobs, before each
+// statement its enqueuer runs (see enqueuer); f may block to hold the
+// statement. Set it before the store is used.
+func OnEnqueueStatement(s *Store, f func(jobs int)) {
+	write := s.enq.write
+	s.enq.write = func(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
+		f(cols.len())
+		return write(ctx, cols)
+	}
+}
+
+// EnqueueWaiting is how many Enqueue calls of s wait for a shared statement.
+func EnqueueWaiting(s *Store) int {
+	s.enq.mu.Lock()
+	defer s.enq.mu.Unlock()
+	return len(s.enq.waiting)
+}
+
+// EnqueueWriters is how many enqueue statements of a store run at once
+// before calls queue up (enqueueWriters).
+const EnqueueWriters = enqueueWriters

@@ -29,19 +29,28 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// enqueueArgs validates jobs and lays them out as the parallel arrays of
-// sql/enqueue.sql, and, with keyed, those of sql/enqueue_unique.sql. A
-// zero RunAt goes as NULL: now on the database's clock. index maps the
-// position of a job to the one errors name (nil: the same).
-func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any, error) {
+// enqueueCols holds jobs validated and laid out as the parallel arrays of
+// sql/enqueue.sql and sql/enqueue_unique.sql. A zero RunAt goes as NULL:
+// now on the database's clock.
+type enqueueCols struct {
+	queues, kinds, payloads []string
+	prios, maxAtt           []int32
+	runAt                   []*time.Time
+	groups, keys            []*string
+	uniqueFor               []*int64
+	tags                    []*string
+}
+
+// newEnqueueCols validates jobs and lays them out. index maps the position
+// of a job to the one errors name (nil: the same).
+func newEnqueueCols(jobs []readpast.EnqueueParams, index []int) (*enqueueCols, error) {
 	now := time.Now()
 	n := len(jobs)
-	queues, kinds, payloads := make([]string, n), make([]string, n), make([]string, n)
-	prios, maxAtt := make([]int32, n), make([]int32, n)
-	runAt := make([]*time.Time, n)
-	groups, keys := make([]*string, n), make([]*string, n)
-	uniqueFor := make([]*int64, n)
-	tags := make([]*string, n)
+	c := &enqueueCols{
+		queues: make([]string, n), kinds: make([]string, n), payloads: make([]string, n),
+		prios: make([]int32, n), maxAtt: make([]int32, n), runAt: make([]*time.Time, n),
+		groups: make([]*string, n), keys: make([]*string, n), uniqueFor: make([]*int64, n), tags: make([]*string, n),
+	}
 	for i, p := range jobs {
 		runNow := p.RunAt.IsZero()
 		p, err := p.Normalize(now)
@@ -52,31 +61,58 @@ func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any,
 			}
 			return nil, fmt.Errorf("job %d: %w", pos, err)
 		}
-		queues[i], kinds[i], payloads[i] = p.Queue, p.Kind, string(p.Payload)
-		prios[i], maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
+		c.queues[i], c.kinds[i], c.payloads[i] = p.Queue, p.Kind, string(p.Payload)
+		c.prios[i], c.maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
 		if !runNow {
-			runAt[i] = &p.RunAt
+			c.runAt[i] = &p.RunAt
 		}
 		if p.Group != "" {
-			groups[i] = &p.Group
+			c.groups[i] = &p.Group
 		}
 		if p.UniqueKey != "" {
-			keys[i] = &p.UniqueKey
+			c.keys[i] = &p.UniqueKey
 		}
 		if p.UniqueFor > 0 {
 			us := p.UniqueFor.Microseconds()
-			uniqueFor[i] = &us
+			c.uniqueFor[i] = &us
 		}
 		if len(p.Tags) > 0 {
 			// Tags never contain a space (Normalize checks).
 			t := strings.Join(p.Tags, " ")
-			tags[i] = &t
+			c.tags[i] = &t
 		}
 	}
+	return c, nil
+}
+
+// len is how many jobs c holds.
+func (c *enqueueCols) len() int { return len(c.queues) }
+
+// append adds o's jobs after c's.
+func (c *enqueueCols) append(o *enqueueCols) {
+	c.queues, c.kinds, c.payloads = append(c.queues, o.queues...), append(c.kinds, o.kinds...), append(c.payloads, o.payloads...)
+	c.prios, c.maxAtt, c.runAt = append(c.prios, o.prios...), append(c.maxAtt, o.maxAtt...), append(c.runAt, o.runAt...)
+	c.groups, c.keys = append(c.groups, o.groups...), append(c.keys, o.keys...)
+	c.uniqueFor, c.tags = append(c.uniqueFor, o.uniqueFor...), append(c.tags, o.tags...)
+}
+
+// args are the statement's parameters: sql/enqueue_unique.sql's with
+// keyed, else sql/enqueue.sql's (without its last, the notify flag).
+func (c *enqueueCols) args(keyed bool) []any {
 	if keyed {
-		return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, keys, uniqueFor, tags}, nil
+		return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.keys, c.uniqueFor, c.tags}
 	}
-	return []any{queues, kinds, payloads, prios, runAt, maxAtt, groups, tags}, nil
+	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.tags}
+}
+
+// enqueueArgs validates jobs and lays them out as the parameters of
+// sql/enqueue.sql, or with keyed sql/enqueue_unique.sql (enqueueCols).
+func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any, error) {
+	c, err := newEnqueueCols(jobs, index)
+	if err != nil {
+		return nil, err
+	}
+	return c.args(keyed), nil
 }
 
 // jobRows is what pgx.Rows and *sql.Rows have in common for reading.
@@ -114,11 +150,17 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, noti
 	if anyKey(jobs) {
 		return enqueueKeyedOp(ctx, pgxSource{q}, jobs)
 	}
-	args, err := enqueueArgs(jobs, false, nil)
+	cols, err := newEnqueueCols(jobs, nil)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, enqueueSQL, append(args, notify)...)
+	return insertJobs(ctx, q, cols, notify)
+}
+
+// insertJobs runs sql/enqueue.sql on q for jobs without unique keys, laid
+// out; notify as for enqueue.
+func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify bool) ([]*readpast.Job, error) {
+	rows, err := q.Query(ctx, enqueueSQL, append(cols.args(false), notify)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -129,8 +171,23 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, noti
 	return out, nil
 }
 
+// insert writes jobs without unique keys in one statement of their own,
+// which sends the wake-up NOTIFY or leaves it to the notifier's trailing
+// one.
+func (s *Store) insert(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
+	notify := s.notify.due()
+	out, err := insertJobs(ctx, s.pool, cols, notify)
+	if err == nil && !notify {
+		s.notify.trail()
+	}
+	return out, err
+}
+
 // Enqueue inserts jobs in one statement: all or none. A batch with unique
-// keys runs in a transaction of its own (see enqueueKeyed).
+// keys runs in a transaction of its own (see enqueueKeyed). Calls without
+// keys that come while others are being written share the next statement
+// (see enqueuer): a call's jobs still commit all or none, with ascending
+// ids in its order, and a call with a bad job fails alone.
 func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	var (
 		out []*readpast.Job
@@ -154,12 +211,14 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 		if err != nil && !errors.Is(err, readpast.ErrInvalid) {
 			err = opErr("enqueue", err)
 		}
+	case len(jobs) == 0:
 	default:
-		notify := s.notify.due()
-		out, err = enqueue(ctx, s.pool, jobs, notify)
-		if err == nil && !notify {
-			s.notify.trail()
+		// Concurrent calls share statements (see enqueuer).
+		cols, verr := newEnqueueCols(jobs, nil)
+		if verr != nil {
+			return nil, verr
 		}
+		out, err = s.enq.enqueue(ctx, cols)
 	}
 	if err == nil && len(out) > 0 {
 		s.hub.Broadcast()

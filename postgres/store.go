@@ -47,6 +47,7 @@ type Store struct {
 	tidy tidier // when Tidy may vacuum each table next
 
 	notify *notifier // coalesces Enqueue's wake-ups of other processes
+	enq    *enqueuer // coalesces concurrent Enqueue calls into shared statements
 }
 
 var (
@@ -127,6 +128,7 @@ func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
 		hotMode: hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
+	s.enq = &enqueuer{write: s.insert}
 	return s
 }
 
