@@ -22,7 +22,9 @@ const (
 	DefaultFetchLimit   = 1000
 	// DefaultCompleteWindow: see Config.CompleteWindow.
 	DefaultCompleteWindow = time.Millisecond
-	DefaultMaxSnoozes     = 100
+	// DefaultFetchCooldown: see Config.FetchCooldown.
+	DefaultFetchCooldown = 2 * time.Millisecond
+	DefaultMaxSnoozes    = 100
 )
 
 // QueueConfig configures the workers of one queue.
@@ -84,6 +86,14 @@ type Config struct {
 	// waits. Defaults to DefaultCompleteWindow; negative writes each
 	// completion as soon as a writer is free.
 	CompleteWindow time.Duration
+	// FetchCooldown is the least time from the start of one claim of a
+	// queue to the start of the next, after a claim that left slots
+	// unfilled because the queue had no more jobs ready: jobs that arrive
+	// meanwhile are claimed together, in fewer and larger claims, instead
+	// of one claim each. A queue with a backlog claims without pause.
+	// Defaults to DefaultFetchCooldown; negative claims as soon as jobs
+	// are announced.
+	FetchCooldown time.Duration
 	// ScheduleInterval is how often this client's scheduler looks for due
 	// ticks of the store's schedules (all of them, whoever declared
 	// them). Defaults to DefaultScheduleInterval; negative disables the
@@ -116,6 +126,7 @@ func (c Config) withDefaults() Config {
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
 	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
 	c.CompleteWindow = cmp.Or(c.CompleteWindow, DefaultCompleteWindow)
+	c.FetchCooldown = cmp.Or(c.FetchCooldown, DefaultFetchCooldown)
 	c.MaxSnoozes = cmp.Or(c.MaxSnoozes, DefaultMaxSnoozes)
 	if c.RetryPolicy == nil {
 		c.RetryPolicy = DefaultRetryPolicy
@@ -146,6 +157,9 @@ func (c Config) validate() error {
 	}
 	if c.CompleteWindow > time.Second {
 		return invalid("CompleteWindow", "must be at most 1s (negative for none)")
+	}
+	if c.FetchCooldown > time.Second {
+		return invalid("FetchCooldown", "must be at most 1s (negative for none)")
 	}
 	if c.JobTimeout < 0 {
 		return invalid("JobTimeout", "must not be negative (zero means no timeout)")

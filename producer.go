@@ -37,6 +37,7 @@ const claimsInFlight = 2
 type claimResult struct {
 	limit  int       // the slots the claim was allowed to fill
 	jobs   []*Job    // what it took
+	began  time.Time // when it was sent
 	at     time.Time // when it returned
 	err    error
 	signal uint64 // the producer's count of wake-ups and polls when the claim began
@@ -64,10 +65,11 @@ func (p *producer) run(ctx context.Context) {
 	var signal uint64          // wake-ups and polls so far
 	var retry <-chan time.Time // set while waiting to retry a failed claim
 	var backoff claimBackoff
+	var cool <-chan time.Time // set while the fetch cooldown runs
 	for {
 		free := p.cfg.MaxWorkers - p.running - reserved
 		idle := p.running == 0 && reserved == 0
-		if ctx.Err() == nil && more && retry == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
+		if ctx.Err() == nil && more && retry == nil && cool == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
 			limit, at := min(free, p.cfg.FetchLimit), signal
 			inFlight++
 			reserved += limit
@@ -99,12 +101,20 @@ func (p *producer) run(ctx context.Context) {
 				// its snapshot; a wake-up or a poll since it began may
 				// announce jobs it could not see.
 				more = len(r.jobs) == r.limit || r.signal != signal
+				// A claim that came back short had the queue to itself:
+				// the next one waits out the cooldown, so that jobs
+				// arriving meanwhile go in one claim.
+				if wait := c.cfg.FetchCooldown - r.at.Sub(r.began); len(r.jobs) < r.limit && wait > 0 && cool == nil {
+					cool = time.After(wait)
+				}
 			}
 		// A wake-up (the store's listener is back, or jobs were enqueued
 		// here) cuts a retry's wait short; so does a finished handler,
 		// whose slot wants filling.
 		case <-retry:
 			retry, more = nil, true
+		case <-cool:
+			cool = nil
 		case <-p.wake:
 			retry, more = nil, true
 			signal++
@@ -160,8 +170,9 @@ func (p *producer) claim(ctx context.Context, limit int) claimResult {
 	// leases expire. Stop waits for it to finish instead.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
 	defer cancel()
+	began := time.Now()
 	jobs, err := c.store.Claim(claimCtx, ClaimParams{Queues: []string{p.queue}, Worker: c.cfg.WorkerID, Limit: limit, Lease: c.cfg.Lease})
-	return claimResult{limit: limit, jobs: jobs, at: time.Now(), err: err}
+	return claimResult{limit: limit, jobs: jobs, began: began, at: time.Now(), err: err}
 }
 
 // start runs the jobs of a claim, each on a goroutine of its own.
