@@ -54,14 +54,15 @@ func countingWorkers(done *atomic.Int32) *readpast.Workers {
 }
 
 // TestFetchCooldownGathersJobs: after a claim that found the queue empty
-// of further jobs, jobs announced one by one within the cooldown go in one
-// claim, which starts no sooner than the cooldown after the short one.
+// of further jobs, jobs announced one by one within the cooldown (four,
+// 20 ms apart, in a second) go in one claim, which starts no sooner than
+// the cooldown after the short one.
 // Without the cooldown each announcement is claimed on its own.
 func TestFetchCooldownGathersJobs(t *testing.T) {
 	ctx := context.Background()
 	s := &claimLog{Store: newSQLiteStore(t)}
 	var done atomic.Int32
-	const cooldown = 400 * time.Millisecond
+	const cooldown = time.Second
 	c := startClient(t, s, readpast.Config{Workers: countingWorkers(&done), PollInterval: time.Minute, FetchCooldown: cooldown})
 	if _, err := c.Enqueue(ctx, readpast.EnqueueParams{Kind: "k"}); err != nil {
 		t.Fatal(err)

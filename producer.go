@@ -103,9 +103,13 @@ func (p *producer) run(ctx context.Context) {
 				more = len(r.jobs) == r.limit || r.signal != signal
 				// A claim that came back short had the queue to itself:
 				// the next one waits out the cooldown, so that jobs
-				// arriving meanwhile go in one claim.
+				// arriving meanwhile go in one claim. One that came back
+				// full (the other claim in flight) ends the cooldown:
+				// there is a backlog.
 				if wait := c.cfg.FetchCooldown - r.at.Sub(r.began); len(r.jobs) < r.limit && wait > 0 && cool == nil {
 					cool = time.After(wait)
+				} else if len(r.jobs) == r.limit {
+					cool = nil
 				}
 			}
 		// A wake-up (the store's listener is back, or jobs were enqueued

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -25,9 +26,11 @@ const (
 	// enqueueWriters is how many enqueue statements of one store may run
 	// at once before calls queue up to share the next.
 	enqueueWriters = 2
-	// maxCoalescedJobs bounds the jobs one shared statement carries; a
-	// single call larger than that still goes whole, alone.
-	maxCoalescedJobs = 1000
+	// maxCoalescedJobs and maxCoalescedBytes (of payloads) bound what one
+	// shared statement carries; a single call larger than that still goes
+	// whole, alone.
+	maxCoalescedJobs  = 1000
+	maxCoalescedBytes = 8 << 20
 )
 
 // enqueuer coalesces concurrent Store.Enqueue calls without unique keys.
@@ -58,9 +61,10 @@ type enqueueCall struct {
 // enqueue writes cols, alone at once when a writer is free, else in the
 // next shared statement. A call whose context ends while it waits is
 // taken out and returns the context's error, having written nothing. Once
-// its jobs are in a statement, it waits for that statement's outcome, so
-// that it never reports an error for jobs that committed; a shared
-// statement is cancelled only when every call in it has ended.
+// its jobs are in a statement, it waits for that statement's outcome
+// rather than report an error for jobs that may commit. A shared
+// statement is cancelled only when every call in it has ended, and has
+// the latest of their deadlines when every one has a deadline.
 func (e *enqueuer) enqueue(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
 	c := &enqueueCall{ctx: ctx, cols: cols, done: make(chan struct{})}
 	e.mu.Lock()
@@ -69,10 +73,7 @@ func (e *enqueuer) enqueue(ctx context.Context, cols *enqueueCols) ([]*readpast.
 		// by a writer before it counts itself out.
 		e.writing++
 		e.mu.Unlock()
-		e.run([]*enqueueCall{c})
-		if e.handOn() {
-			go e.drain()
-		}
+		e.lead(c)
 		return c.out, c.err
 	}
 	e.waiting = append(e.waiting, c)
@@ -93,17 +94,20 @@ func (e *enqueuer) enqueue(ctx context.Context, cols *enqueueCols) ([]*readpast.
 	return c.out, c.err
 }
 
-// handOn reports whether calls are waiting, for a writer that has just
-// finished a statement: if so it goes on writing them (drain); if not it
-// counts itself out.
-func (e *enqueuer) handOn() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.waiting) == 0 {
-		e.writing--
-		return false
-	}
-	return true
+// lead writes c alone as a writer of its own, then leaves the calls that
+// came meanwhile to a drain on a goroutine of its own, or counts itself
+// out when none came (even if the write panics).
+func (e *enqueuer) lead(c *enqueueCall) {
+	defer func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if len(e.waiting) == 0 {
+			e.writing--
+			return
+		}
+		go e.drain()
+	}()
+	e.run([]*enqueueCall{c})
 }
 
 // drain writes the waiting calls, a shared statement at a time, until
@@ -116,10 +120,13 @@ func (e *enqueuer) drain() {
 			e.mu.Unlock()
 			return
 		}
-		n, jobs := 0, 0
-		for n < len(e.waiting) && (n == 0 || jobs+e.waiting[n].cols.len() <= maxCoalescedJobs) {
-			jobs += e.waiting[n].cols.len()
-			n++
+		n, jobs, size := 0, 0, 0
+		for ; n < len(e.waiting); n++ {
+			cols := e.waiting[n].cols
+			if n > 0 && (jobs+cols.jobs() > maxCoalescedJobs || size+cols.payloadBytes > maxCoalescedBytes) {
+				break
+			}
+			jobs, size = jobs+cols.jobs(), size+cols.payloadBytes
 		}
 		calls := slices.Clone(e.waiting[:n])
 		e.waiting = slices.Delete(e.waiting, 0, n)
@@ -140,25 +147,26 @@ func (e *enqueuer) run(calls []*enqueueCall) {
 	defer cancel()
 	all := &enqueueCols{}
 	for _, c := range calls {
-		all.append(c.cols)
+		all.add(c.cols)
 	}
 	out, err := e.write(ctx, all)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && !unavailableSQLState(pgErr.Code) {
-		// The statement failed and changed nothing: one at a time.
+	if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" && !unavailableSQLState(pgErr.Code) {
+		// The statement failed and changed nothing (an ERROR, not a
+		// FATAL that may come after a commit): one call at a time.
 		for _, c := range calls {
 			c.out, c.err = e.write(c.ctx, c.cols)
 			close(c.done)
 		}
 		return
 	}
-	if err == nil && len(out) != all.len() {
+	if err == nil && len(out) != all.jobs() {
 		err = opErr("enqueue", errors.New("a shared enqueue statement returned a row count other than the jobs it was given"))
 	}
 	for _, c := range calls {
 		// Rows come back in input order: each call's are the next of them.
 		if err == nil {
-			n := c.cols.len()
+			n := c.cols.jobs()
 			c.out, out = out[:n:n], out[n:]
 		} else {
 			c.err = err
@@ -168,10 +176,30 @@ func (e *enqueuer) run(calls []*enqueueCall) {
 }
 
 // allEnded returns a context that is cancelled once every call's context
-// has ended, carrying their values from the first.
+// has ended, with the latest of their deadlines if each has one. It
+// carries the first call's values (a tracer sees the shared statement
+// there).
 func allEnded(calls []*enqueueCall) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(calls[0].ctx))
-	left := atomic.Int64{}
+	base := context.WithoutCancel(calls[0].ctx)
+	var latest time.Time
+	for _, c := range calls {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if latest.IsZero() {
+		ctx, cancel = context.WithCancel(base)
+	} else {
+		ctx, cancel = context.WithDeadline(base, latest)
+	}
+	var left atomic.Int64
 	left.Store(int64(len(calls)))
 	stops := make([]func() bool, len(calls))
 	for i, c := range calls {

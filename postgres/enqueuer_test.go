@@ -94,16 +94,18 @@ func callJobs(kind string, i int) []readpast.EnqueueParams {
 }
 
 // checkCallJobs checks that jobs are call i's, in its order, with
-// ascending ids.
+// ascending ids. It may run off the test's goroutine.
 func checkCallJobs(t *testing.T, i int, jobs []*readpast.Job, want []readpast.EnqueueParams) {
 	t.Helper()
 	if len(jobs) != len(want) {
-		t.Fatalf("call %d got %d jobs back, want %d", i, len(jobs), len(want))
+		t.Errorf("call %d got %d jobs back, want %d", i, len(jobs), len(want))
+		return
 	}
 	for k, j := range jobs {
 		var p struct{ Call, Job int }
 		if err := json.Unmarshal(j.Payload, &p); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
 		if j.Queue != want[k].Queue || p.Call != i || p.Job != k {
 			t.Errorf("call %d, job %d: got queue %s, payload %s", i, k, j.Queue, j.Payload)
@@ -305,6 +307,64 @@ func TestEnqueueCancelledInSharedStatement(t *testing.T) {
 	held.Wait()
 	if sizes := l.all(); len(sizes) != postgres.EnqueueWriters+1 || sizes[postgres.EnqueueWriters] != 2 {
 		t.Errorf("statements of %v jobs, want the two calls in one", sizes)
+	}
+}
+
+// TestEnqueueSharedStatementDeadline: a shared statement has the latest
+// of its calls' deadlines when every one has a deadline, and none when
+// one has none; a lone call's statement has its own context.
+func TestEnqueueSharedStatementDeadline(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	var mu sync.Mutex
+	var deadlines []time.Duration // from each statement's start; -1: none
+	l := watchStatements(s, postgres.EnqueueWriters)
+	postgres.OnEnqueueContext(s, func(ctx context.Context) {
+		d, ok := ctx.Deadline()
+		mu.Lock()
+		defer mu.Unlock()
+		if !ok {
+			deadlines = append(deadlines, -1)
+			return
+		}
+		deadlines = append(deadlines, time.Until(d).Round(time.Minute))
+	})
+	var held sync.WaitGroup
+	occupyWriters(t, s, l, &held) // two lone calls without deadlines
+
+	enqueueWithin := func(wg *sync.WaitGroup, d time.Duration) {
+		wg.Go(func() {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if d > 0 {
+				ctx, cancel = context.WithTimeout(ctx, d)
+			}
+			defer cancel()
+			if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	enqueueWithin(&wg, 10*time.Minute)
+	enqueueWithin(&wg, 30*time.Minute)
+	waitUntil(t, "the calls wait", func() bool { return postgres.EnqueueWaiting(s) == 2 })
+	l.release(0, postgres.EnqueueWriters)
+	wg.Wait()
+	held.Wait()
+	// Then a shared statement of a call with a deadline and one without.
+	l2 := watchStatements(s, postgres.EnqueueWriters)
+	occupyWriters(t, s, l2, &held)
+	enqueueWithin(&wg, 10*time.Minute)
+	enqueueWithin(&wg, 0)
+	waitUntil(t, "the calls wait", func() bool { return postgres.EnqueueWaiting(s) == 2 })
+	l2.release(0, postgres.EnqueueWriters)
+	wg.Wait()
+	held.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Duration{-1, -1, 30 * time.Minute, -1, -1, -1}
+	if !slices.Equal(deadlines, want) {
+		t.Errorf("statement deadlines %v, want %v", deadlines, want)
 	}
 }
 

@@ -60,7 +60,18 @@ func SetNotifyEvery(s *Store, d time.Duration) { s.notify.every = d }
 func OnEnqueueStatement(s *Store, f func(jobs int)) {
 	write := s.enq.write
 	s.enq.write = func(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
-		f(cols.len())
+		f(cols.jobs())
+		return write(ctx, cols)
+	}
+}
+
+// OnEnqueueContext makes s call f with the context of each statement its
+// enqueuer runs, after any hook set before. Set it before the store is
+// used.
+func OnEnqueueContext(s *Store, f func(ctx context.Context)) {
+	write := s.enq.write
+	s.enq.write = func(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
+		f(ctx)
 		return write(ctx, cols)
 	}
 }

@@ -39,6 +39,7 @@ type enqueueCols struct {
 	groups, keys            []*string
 	uniqueFor               []*int64
 	tags                    []*string
+	payloadBytes            int // the payloads' total size
 }
 
 // newEnqueueCols validates jobs and lays them out. index maps the position
@@ -62,6 +63,7 @@ func newEnqueueCols(jobs []readpast.EnqueueParams, index []int) (*enqueueCols, e
 			return nil, fmt.Errorf("job %d: %w", pos, err)
 		}
 		c.queues[i], c.kinds[i], c.payloads[i] = p.Queue, p.Kind, string(p.Payload)
+		c.payloadBytes += len(p.Payload)
 		c.prios[i], c.maxAtt[i] = int32(p.Priority), int32(p.MaxAttempts)
 		if !runNow {
 			c.runAt[i] = &p.RunAt
@@ -85,11 +87,12 @@ func newEnqueueCols(jobs []readpast.EnqueueParams, index []int) (*enqueueCols, e
 	return c, nil
 }
 
-// len is how many jobs c holds.
-func (c *enqueueCols) len() int { return len(c.queues) }
+// jobs is how many jobs c holds.
+func (c *enqueueCols) jobs() int { return len(c.queues) }
 
-// append adds o's jobs after c's.
-func (c *enqueueCols) append(o *enqueueCols) {
+// add puts o's jobs after c's.
+func (c *enqueueCols) add(o *enqueueCols) {
+	c.payloadBytes += o.payloadBytes
 	c.queues, c.kinds, c.payloads = append(c.queues, o.queues...), append(c.kinds, o.kinds...), append(c.payloads, o.payloads...)
 	c.prios, c.maxAtt, c.runAt = append(c.prios, o.prios...), append(c.maxAtt, o.maxAtt...), append(c.runAt, o.runAt...)
 	c.groups, c.keys = append(c.groups, o.groups...), append(c.keys, o.keys...)

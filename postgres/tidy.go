@@ -47,8 +47,9 @@ type tidier struct {
 // implements readpast.Tidier; RunRescuer calls it. A vacuum never makes a
 // claim or a write wait (it takes no lock they conflict with), and skips
 // a table another vacuum is working on. When a vacuum leaves the table
-// still due (a transaction held open elsewhere keeps the rows visible), the table's
-// next vacuum waits twice as long, up to five minutes. When the store's
+// still due with more than half the dead rows it found (a transaction held
+// open elsewhere keeps the rows visible), the table's next vacuum waits
+// twice as long, up to five minutes. When the store's
 // role does not own the tables, Tidy does nothing and says so once.
 func (s *Store) Tidy(ctx context.Context) (int, error) {
 	if err := s.FoldCounts(ctx); err != nil {

@@ -147,10 +147,12 @@ func TestTidyKeepsPaceWithABusyTable(t *testing.T) {
 	busy := false
 	postgres.OnVacuum(s, func(table string) {
 		if table == "readpast_jobs" {
-			// As if 1,000 jobs finished while the vacuum ran: 2,000 dead
+			// As if 1,200 jobs finished while the vacuum ran: 2,400 dead
 			// rows, enough to make the table due again.
-			churn(t, s, 1000)
-			deadRows(t, s, 2000)
+			churn(t, s, 1200)
+			if dead := deadRows(t, s, 2400); dead < 2000 {
+				t.Errorf("the statistics show %d dead rows after 1200 finished jobs: the table is not due", dead)
+			}
 			busy = true
 		}
 	})
