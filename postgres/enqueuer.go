@@ -150,6 +150,16 @@ func (e *enqueuer) run(calls []*enqueueCall) {
 		all.add(c.cols)
 	}
 	out, err := e.write(ctx, all)
+	if err != nil && ctx.Err() != nil {
+		// The shared context ended: every call's has ended too, or ends
+		// in a moment (the shared deadline is the latest of theirs, and
+		// each context's timer fires on its own). Each caller's context
+		// is done before it hears of the failure, as with a statement
+		// run on that context.
+		for _, c := range calls {
+			<-c.ctx.Done()
+		}
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" && !unavailableSQLState(pgErr.Code) {
 		// The statement failed and changed nothing (an ERROR, not a

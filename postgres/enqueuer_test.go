@@ -368,6 +368,65 @@ func TestEnqueueSharedStatementDeadline(t *testing.T) {
 	}
 }
 
+// lateContext reports a deadline but ends only when told: a context whose
+// timer fires later than another's of the same deadline.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+	done     chan struct{}
+}
+
+func (c *lateContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateContext) Done() <-chan struct{}       { return c.done }
+func (c *lateContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestEnqueueSharedDeadlineEndsCallersFirst: a shared statement that fails
+// at its deadline reports the failure to a call only once that call's own
+// context has ended, as a statement run on that context would.
+func TestEnqueueSharedDeadlineEndsCallersFirst(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	l := watchStatements(s, postgres.EnqueueWriters)
+	var held sync.WaitGroup
+	occupyWriters(t, s, l, &held)
+
+	late := &lateContext{Context: context.Background(), deadline: time.Now().Add(100 * time.Millisecond), done: make(chan struct{})}
+	type result struct {
+		err  error
+		live bool // the call's context had not ended when it returned
+	}
+	results := make(chan result, 2)
+	for _, ctx := range []context.Context{late, late} {
+		go func() {
+			_, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}})
+			results <- result{err, ctx.Err() == nil}
+		}()
+	}
+	waitUntil(t, "the calls wait", func() bool { return postgres.EnqueueWaiting(s) == 2 })
+	time.Sleep(time.Until(late.deadline) + 50*time.Millisecond) // the shared statement's deadline passes
+	l.release(0, postgres.EnqueueWriters)
+	select {
+	case r := <-results:
+		t.Fatalf("a call returned (%v) while its context was live", r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(late.done)
+	for range 2 {
+		r := <-results
+		if r.err == nil || r.live {
+			t.Errorf("Enqueue = %v with its context live: %v; want the deadline's error after the context ended", r.err, r.live)
+		}
+	}
+	held.Wait()
+}
+
 // TestEnqueueConcurrentCallsKeepTheirJobs: many goroutines enqueue at
 // once; every call gets back exactly its own jobs, in its order, every job
 // is stored once, and statements were shared.
