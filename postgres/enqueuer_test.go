@@ -69,9 +69,11 @@ func (l *statementLog) release(from, to int) {
 }
 
 // occupyWriters starts one single-job enqueue per writer of s and waits
-// until each holds its statement (l holds the first EnqueueWriters).
-func occupyWriters(t *testing.T, s *postgres.Store, l *statementLog, wg *sync.WaitGroup) {
+// until each holds its statement (l holds the first EnqueueWriters). The
+// returned group ends when those enqueues have returned.
+func occupyWriters(t *testing.T, s *postgres.Store, l *statementLog) *sync.WaitGroup {
 	t.Helper()
+	wg := new(sync.WaitGroup)
 	for range postgres.EnqueueWriters {
 		wg.Go(func() {
 			if _, err := s.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "first"}}); err != nil {
@@ -80,6 +82,18 @@ func occupyWriters(t *testing.T, s *postgres.Store, l *statementLog, wg *sync.Wa
 		})
 	}
 	waitUntil(t, "every writer holds a statement", func() bool { return l.count() == postgres.EnqueueWriters })
+	return wg
+}
+
+// busyStore opens a store whose writers are both busy: l holds their
+// statements, and the next heldAfter statements too, until released; held
+// ends when the writers' own enqueues have returned.
+func busyStore(t *testing.T, heldAfter int) (s *postgres.Store, l *statementLog, held *sync.WaitGroup) {
+	t.Helper()
+	s = newStore(t)
+	t.Cleanup(func() { s.Close() })
+	l = watchStatements(s, postgres.EnqueueWriters+heldAfter)
+	return s, l, occupyWriters(t, s, l)
 }
 
 // callJobs are the jobs of test call i: i%3+1 of them, each naming the call
@@ -121,11 +135,7 @@ func checkCallJobs(t *testing.T, i int, jobs []*readpast.Job, want []readpast.En
 // jobs back, and they committed in one transaction.
 func TestEnqueueCallsShareStatements(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
-	defer s.Close()
-	l := watchStatements(s, postgres.EnqueueWriters)
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held)
+	s, l, held := busyStore(t, 0)
 
 	const calls = 10
 	got := make([][]*readpast.Job, calls)
@@ -174,8 +184,7 @@ func TestEnqueueSharedStatementBadJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := watchStatements(s, postgres.EnqueueWriters)
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held)
+	held := occupyWriters(t, s, l)
 
 	const calls, bad = 5, 2
 	jobs := make([][]readpast.EnqueueParams, calls)
@@ -223,11 +232,7 @@ func TestEnqueueSharedStatementBadJob(t *testing.T) {
 // TestEnqueueCancelledWhileWaiting: a call whose context ends before its
 // statement begins returns at once, having written nothing.
 func TestEnqueueCancelledWhileWaiting(t *testing.T) {
-	s := newStore(t)
-	defer s.Close()
-	l := watchStatements(s, postgres.EnqueueWriters)
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held)
+	s, l, held := busyStore(t, 0)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -267,11 +272,7 @@ func TestEnqueueCancelledWhileWaiting(t *testing.T) {
 // which the other call's context keeps going, and reports it: it never
 // says it failed for jobs that committed.
 func TestEnqueueCancelledInSharedStatement(t *testing.T) {
-	s := newStore(t)
-	defer s.Close()
-	l := watchStatements(s, postgres.EnqueueWriters+1) // and the shared one
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held)
+	s, l, held := busyStore(t, 1) // and the shared statement
 
 	ctx, cancel := context.WithCancel(context.Background())
 	type result struct {
@@ -329,8 +330,7 @@ func TestEnqueueSharedStatementDeadline(t *testing.T) {
 		}
 		deadlines = append(deadlines, time.Until(d).Round(time.Minute))
 	})
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held) // two lone calls without deadlines
+	held := occupyWriters(t, s, l) // two lone calls without deadlines
 
 	enqueueWithin := func(wg *sync.WaitGroup, d time.Duration) {
 		wg.Go(func() {
@@ -353,7 +353,7 @@ func TestEnqueueSharedStatementDeadline(t *testing.T) {
 	held.Wait()
 	// Then a shared statement of a call with a deadline and one without.
 	l2 := watchStatements(s, postgres.EnqueueWriters)
-	occupyWriters(t, s, l2, &held)
+	held = occupyWriters(t, s, l2)
 	enqueueWithin(&wg, 10*time.Minute)
 	enqueueWithin(&wg, 0)
 	waitUntil(t, "the calls wait", func() bool { return postgres.EnqueueWaiting(s) == 2 })
@@ -391,11 +391,7 @@ func (c *lateContext) Err() error {
 // at its deadline reports the failure to a call only once that call's own
 // context has ended, as a statement run on that context would.
 func TestEnqueueSharedDeadlineEndsCallersFirst(t *testing.T) {
-	s := newStore(t)
-	defer s.Close()
-	l := watchStatements(s, postgres.EnqueueWriters)
-	var held sync.WaitGroup
-	occupyWriters(t, s, l, &held)
+	s, l, held := busyStore(t, 0)
 
 	late := &lateContext{Context: context.Background(), deadline: time.Now().Add(100 * time.Millisecond), done: make(chan struct{})}
 	type result struct {

@@ -62,26 +62,39 @@ func deadRows(t *testing.T, s *postgres.Store, atLeast int64) int64 {
 	}
 }
 
+// tidyStore opens a store whose live table autovacuum leaves alone: on a
+// server shared by many test databases its workers come by at any moment
+// and would race Tidy for the dead rows.
+func tidyStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Pool().Exec(context.Background(), "ALTER TABLE readpast_jobs SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// churnAndTidy finishes n jobs, waits until the statistics show their 2n
+// dead rows, and checks that Tidy then vacuums the live table.
+func churnAndTidy(t *testing.T, s *postgres.Store, n int) {
+	t.Helper()
+	churn(t, s, n)
+	if dead := deadRows(t, s, int64(2*n)); dead < int64(2*n) {
+		t.Fatalf("the statistics show %d dead rows after %d finished jobs", dead, n)
+	}
+	if got, err := s.Tidy(context.Background()); err != nil || got != 1 {
+		t.Fatalf("Tidy = %d, %v; want the live table vacuumed", got, err)
+	}
+}
+
 // TestTidyVacuumsTheLiveTable: once dead rows outnumber live ones, Tidy
 // vacuums the live table, then leaves it alone for a while; when a
 // snapshot held open elsewhere keeps the dead rows, it backs off.
 func TestTidyVacuumsTheLiveTable(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
-	defer s.Close()
-	// Autovacuum would race Tidy for the dead rows: on a server shared by
-	// many test databases its workers come by at any moment.
-	if _, err := s.Pool().Exec(ctx, "ALTER TABLE readpast_jobs SET (autovacuum_enabled = false)"); err != nil {
-		t.Fatal(err)
-	}
-	churn(t, s, 4000)
-	if dead := deadRows(t, s, 4000); dead < 4000 {
-		t.Fatalf("the statistics show %d dead rows after 4000 finished jobs", dead)
-	}
-	n, err := s.Tidy(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("Tidy = %d, %v; want the live table vacuumed", n, err)
-	}
+	s := tidyStore(t)
+	churnAndTidy(t, s, 4000)
 	if dead := deadRows(t, s, 0); dead > 400 {
 		t.Errorf("%d dead rows left after the vacuum", dead)
 	}
@@ -125,19 +138,9 @@ func TestTidyVacuumsTheLiveTable(t *testing.T) {
 // not twice that.
 func TestTidyKeepsPaceWithABusyTable(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
-	defer s.Close()
-	if _, err := s.Pool().Exec(ctx, "ALTER TABLE readpast_jobs SET (autovacuum_enabled = false)"); err != nil {
-		t.Fatal(err)
-	}
+	s := tidyStore(t)
 	// A first vacuum, of a quiet table: the next may come 5 s later.
-	churn(t, s, 4000)
-	if dead := deadRows(t, s, 8000); dead < 8000 {
-		t.Fatalf("the statistics show %d dead rows after 4000 finished jobs", dead)
-	}
-	if n, err := s.Tidy(ctx); err != nil || n != 1 {
-		t.Fatalf("Tidy = %d, %v; want the live table vacuumed", n, err)
-	}
+	churnAndTidy(t, s, 4000)
 	vacuumed := time.Now()
 	churn(t, s, 4000)
 	if dead := deadRows(t, s, 8000); dead < 8000 {
