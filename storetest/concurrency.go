@@ -31,6 +31,7 @@ type event struct {
 	invoked  time.Time
 	returned time.Time
 	lease    time.Duration // claim only
+	claimed  time.Time     // claim only: the job's StartedAt, the store's clock at the claim
 	accepted bool          // complete/fail: the store took it
 }
 
@@ -108,7 +109,13 @@ func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []ev
 		}
 	}
 	for id, cs := range perJob {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].returned.Before(cs[j].returned) })
+		// In the order the store made the claims: a claim may take a job
+		// only once the claim before has expired, after its own start
+		// by the lease. (The order the calls returned in is not it: a
+		// caller descheduled longer than a 30 ms lease saw its claim
+		// return after the job's next claim, by another worker, had
+		// returned and even completed it.)
+		sort.Slice(cs, func(i, j int) bool { return cs[i].claimed.Before(cs[j].claimed) })
 		for i := 1; i < len(cs); i++ {
 			a, b := cs[i-1], cs[i]
 			if b.returned.Before(a.end) {
@@ -168,7 +175,13 @@ func claimRecorded(ctx context.Context, t *testing.T, s readpast.Store, w int, p
 		if j.Group != nil {
 			g = *j.Group
 		}
-		*evs = append(*evs, event{op: "claim", id: j.ID, token: j.Token, call: call, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: p.Lease})
+		var claimed time.Time
+		if j.StartedAt != nil {
+			claimed = *j.StartedAt
+		} else {
+			t.Errorf("claimed job %d has no StartedAt", j.ID)
+		}
+		*evs = append(*evs, event{op: "claim", id: j.ID, token: j.Token, call: call, worker: w, group: g, prio: j.Priority, invoked: inv, returned: ret, lease: p.Lease, claimed: claimed})
 	}
 	return got, true
 }
