@@ -31,6 +31,15 @@ import (
 // were made. plan_cache_mode = force_generic_plan keeps the plan: left to
 // itself PostgreSQL would compare it with custom plans and plan again.
 //
+// And they run with jit off. A generic plan's cost is estimated for the
+// whole table: once the statistics show a few hundred thousand jobs in a
+// queue, the claim's estimate passes jit_above_cost (100,000 by default)
+// and, with the JIT on (PostgreSQL's default where it is built with
+// LLVM), every execution compiled the plan's expressions first: 65-80 ms
+// a claim instead of about 1 ms, measured with 393,000 jobs waiting
+// (docs/benchmarks.md). The plans read a few rows per job; compiling never
+// pays. TestRoutinesNeverJIT proves it.
+//
 // The function's name carries a digest of its definition, so every build
 // of readpast calls the statements it was built with: during a rolling
 // upgrade old and new processes share one database, each calling its

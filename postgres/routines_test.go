@@ -1,13 +1,20 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/postgres"
@@ -241,4 +248,142 @@ func TestMissingRoutinesAreDefined(t *testing.T) {
 			t.Errorf("after Migrate, routine %s defined: %v %v", name, ok, err)
 		}
 	}
+}
+
+// TestRoutinesNeverJIT: the routines run with the JIT off (routines.go).
+// Their generic plans are costed for whole tables, so with a large
+// backlog in the statistics their estimates pass jit_above_cost, and a
+// JIT-compiled claim took 65-80 ms instead of about 1 ms. Here the
+// session's jit_above_cost is 0, so any statement planned with the JIT on
+// is compiled, and auto_explain sends every plan, nested ones included,
+// to the test: none of the routines' statements may show JIT. A statement
+// of the test's own must, or the test could not see it.
+func TestRoutinesNeverJIT(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	var ps []readpast.EnqueueParams
+	for i := range 10 {
+		ps = append(ps, readpast.EnqueueParams{Kind: "k", Queue: "u", UniqueKey: fmt.Sprint("key-", i)},
+			readpast.EnqueueParams{Kind: "k", Queue: "g", Group: fmt.Sprint("g-", i)})
+	}
+	if _, err := s.Enqueue(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg, err := pgx.ParseConfig(s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	taken := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		p := plans
+		plans = nil
+		return p
+	}
+	session, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(ctx)
+	cannot := func(why string) {
+		t.Helper()
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	var jit bool
+	if err := session.QueryRow(ctx, "SELECT pg_jit_available()").Scan(&jit); err != nil {
+		t.Fatal(err)
+	}
+	if !jit {
+		cannot("this PostgreSQL server has no JIT (built without LLVM): nothing to test")
+	}
+	if _, err := session.Exec(ctx, "LOAD 'auto_explain'"); err != nil {
+		cannot(fmt.Sprintf("auto_explain cannot be loaded (the test needs a superuser): %v", err))
+	}
+	for _, set := range []string{
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET jit_above_cost = 0",
+		"SET client_min_messages = log",
+	} {
+		if _, err := session.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := session.Exec(ctx, "SELECT sum(i) FROM generate_series(1, 10) i"); err != nil {
+		t.Fatal(err)
+	}
+	if control := taken(); len(control) == 0 || !strings.Contains(strings.Join(control, "\n"), "JIT:") {
+		t.Fatalf("the test's own statement was not shown JIT-compiled, so the test cannot see compiling: %q", control)
+	}
+
+	// The calls themselves ("SELECT * FROM readpast_claim_…(…)") are the
+	// test's statements, planned with the session's settings; what they
+	// run is what must not be compiled.
+	nested := func(what string) {
+		t.Helper()
+		n := 0
+		for _, p := range taken() {
+			if strings.Contains(p, "Function Scan on readpast_") {
+				continue
+			}
+			n++
+			if strings.Contains(p, "JIT:") {
+				t.Errorf("%s: a statement of the routine was JIT-compiled:\n%s", what, p)
+			}
+		}
+		if n == 0 {
+			t.Fatalf("%s: no plan of the routine's statements was shown", what)
+		}
+	}
+	var ids []int64
+	for _, q := range []string{"u", "g"} {
+		rows, err := session.Query(ctx, postgres.ClaimCall, []string{q}, "w", int64(10), time.Minute.Microseconds(), uuid.NewString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			t.Fatalf("claimed nothing from queue %s", q)
+		}
+		for _, j := range jobs {
+			ids = append(ids, j[0].(int64))
+		}
+		nested("claim of queue " + q)
+	}
+	slices.SortFunc(ids, cmp.Compare) // a completion's jobs are sent in id order
+	var toks []string
+	if err := session.QueryRow(ctx, "SELECT array_agg(token::text ORDER BY id) FROM readpast_jobs WHERE id = ANY($1)", ids).Scan(&toks); err != nil {
+		t.Fatal(err)
+	}
+	taken()
+	rows, err := session.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := 0
+	for rows.Next() {
+		done++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if done != len(ids) {
+		t.Fatalf("completed %d of %d", done, len(ids))
+	}
+	nested("completion")
 }

@@ -1,12 +1,13 @@
 -- A routine (see postgres/routines.go): a hot-path statement as a function
 -- of its own, so that each server session plans it once, with plans that
--- cannot scan a whole table. Its result is the statement's. The
--- parameters and result columns ("signature") come from the routine's
--- own file.
+-- cannot scan a whole table and are never compiled by the JIT. Its result
+-- is the statement's. The parameters and result columns ("signature")
+-- come from the routine's own file.
 CREATE OR REPLACE FUNCTION {{.Name}}{{template "signature"}}
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
+SET jit = off
 AS $routine$
 #variable_conflict use_column
 BEGIN
