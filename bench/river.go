@@ -95,6 +95,12 @@ func params(n int, opts *river.InsertOpts) []river.InsertManyParams {
 	return ps
 }
 
+// Analyze implements benchkit.Analyzer.
+func (r *riverSystem) Analyze(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, "ANALYZE river_job")
+	return err
+}
+
 // Enqueue implements benchkit.System.
 func (r *riverSystem) Enqueue(ctx context.Context, n int) error {
 	if n == 1 {

@@ -20,6 +20,8 @@ type Readpast struct {
 	// reset empties the tables; history inserts finished jobs.
 	reset   func(context.Context) error
 	history func(context.Context, int) error
+	// analyze refreshes the planner's statistics (nil on SQLite).
+	analyze func(context.Context) error
 	// url is the PostgreSQL URL, for HoldSnapshot ("" on SQLite).
 	url string
 }
@@ -29,6 +31,7 @@ var (
 	_ Snapshotter = (*Readpast)(nil)
 	_ Grouper     = (*Readpast)(nil)
 	_ Pauser      = (*Readpast)(nil)
+	_ Analyzer    = (*Readpast)(nil)
 )
 
 // ReadpastPostgres opens readpast on the PostgreSQL database at url and
@@ -62,6 +65,10 @@ func ReadpastPostgres(ctx context.Context, url string) (*Readpast, error) {
 			// insert-driven autovacuum of millions of fresh rows runs
 			// during the drain that follows, and the scenario measures it.
 			_, err := s.Pool().Exec(ctx, "VACUUM ANALYZE readpast_jobs_history")
+			return err
+		},
+		analyze: func(ctx context.Context) error {
+			_, err := s.Pool().Exec(ctx, "ANALYZE readpast_jobs")
 			return err
 		},
 	}, nil
@@ -232,6 +239,15 @@ func (r *Readpast) Start(ctx context.Context, workers, fetch int, jobTime time.D
 		return nil, err
 	}
 	return c.Stop, nil
+}
+
+// Analyze implements Analyzer: ANALYZE of the live jobs on PostgreSQL,
+// nothing on SQLite.
+func (r *Readpast) Analyze(ctx context.Context) error {
+	if r.analyze == nil {
+		return nil
+	}
+	return r.analyze(ctx)
 }
 
 // HoldSnapshot implements Snapshotter on PostgreSQL.
