@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
 )
 
@@ -52,6 +51,50 @@ WHERE relname LIKE 'readpast%' AND (seq_scan > 0 OR idx_tup_fetch > 0)`).Scan(&r
 	return r
 }
 
+// querier is a session or a transaction the routines are called on.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// callClaim calls the claim routine on q for up to limit jobs of queue
+// and returns the ids claimed.
+func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit int) []int64 {
+	t.Helper()
+	rows, err := q.Query(ctx, postgres.ClaimCall, []string{queue}, "w", int64(limit), time.Minute.Microseconds(), uuid.NewString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int64, error) {
+		vals, err := r.Values()
+		if err != nil {
+			return 0, err
+		}
+		return vals[0].(int64), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// callComplete calls the completion routine on q for ids (in id order)
+// with their tokens and returns how many completed.
+func callComplete(ctx context.Context, t *testing.T, q querier, ids []int64, toks []string) int {
+	t.Helper()
+	rows, err := q.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestRoutinePlansSurviveGrowth: the claim and completion routines are
 // planned once per server session (routines.go), so a plan made while the
 // tables were empty is still the plan once they hold tens of thousands of
@@ -85,21 +128,7 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 	defer session.Close(ctx)
 	claim := func(tx pgx.Tx, queue string, limit int) []int64 {
 		t.Helper()
-		rows, err := tx.Query(ctx, postgres.ClaimCall, []string{queue}, "w", int64(limit), time.Minute.Microseconds(), uuid.NewString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int64, error) {
-			vals, err := r.Values()
-			if err != nil {
-				return 0, err
-			}
-			return vals[0].(int64), nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ids
+		return callClaim(ctx, t, tx, queue, limit)
 	}
 	tokens := func(tx pgx.Tx, ids []int64) []string {
 		t.Helper()
@@ -111,18 +140,7 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 	}
 	complete := func(tx pgx.Tx, ids []int64, toks []string) int {
 		t.Helper()
-		rows, err := tx.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for rows.Next() {
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return callComplete(ctx, t, tx, ids, toks)
 	}
 	inTx := func(f func(tx pgx.Tx)) {
 		t.Helper()
@@ -296,7 +314,7 @@ func TestRoutinesNeverJIT(t *testing.T) {
 	defer session.Close(ctx)
 	cannot := func(why string) {
 		t.Helper()
-		if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+		if pgtest.InCI() {
 			t.Fatal(why)
 		}
 		t.Skip(why)
@@ -349,20 +367,11 @@ func TestRoutinesNeverJIT(t *testing.T) {
 	}
 	var ids []int64
 	for _, q := range []string{"u", "g"} {
-		rows, err := session.Query(ctx, postgres.ClaimCall, []string{q}, "w", int64(10), time.Minute.Microseconds(), uuid.NewString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]any, error) { return r.Values() })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(jobs) == 0 {
+		claimed := callClaim(ctx, t, session, q, 10)
+		if len(claimed) == 0 {
 			t.Fatalf("claimed nothing from queue %s", q)
 		}
-		for _, j := range jobs {
-			ids = append(ids, j[0].(int64))
-		}
+		ids = append(ids, claimed...)
 		nested("claim of queue " + q)
 	}
 	slices.SortFunc(ids, cmp.Compare) // a completion's jobs are sent in id order
@@ -371,18 +380,7 @@ func TestRoutinesNeverJIT(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken()
-	rows, err := session.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := 0
-	for rows.Next() {
-		done++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if done != len(ids) {
+	if done := callComplete(ctx, t, session, ids, toks); done != len(ids) {
 		t.Fatalf("completed %d of %d", done, len(ids))
 	}
 	nested("completion")

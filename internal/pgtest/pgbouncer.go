@@ -221,7 +221,7 @@ func PgBouncerFor(t testing.TB, s *Server) *PgBouncer {
 	defer cancel()
 	b, err := StartPgBouncer(ctx, s, PgBouncerOptions{Logf: t.Logf})
 	if err != nil {
-		if errors.Is(err, ErrNoPgBouncer) && !inCI() {
+		if errors.Is(err, ErrNoPgBouncer) && !InCI() {
 			t.Skipf("%v", err)
 		}
 		t.Fatalf("%v", err)

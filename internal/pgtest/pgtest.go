@@ -184,15 +184,16 @@ func URL(t testing.TB) string {
 // the binaries are missing outside CI, a failure otherwise.
 func unavailable(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNoBinaries) && !inCI() {
+	if errors.Is(err, ErrNoBinaries) && !InCI() {
 		tb.Skipf("%v; install the PostgreSQL server, or set READPAST_PG_BINDIR or READPAST_DATABASE_URL", err)
 	} else {
 		tb.Fatalf("%v", err)
 	}
 }
 
-// inCI reports whether the CI environment variable is set to true.
-func inCI() bool {
+// InCI reports whether the CI environment variable is set to true: there,
+// a test that lacks what it needs fails instead of skipping.
+func InCI() bool {
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	return ci
 }
