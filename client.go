@@ -91,8 +91,10 @@ type Config struct {
 	// unfilled because the queue had no more jobs ready: jobs that arrive
 	// meanwhile are claimed together, in fewer and larger claims, instead
 	// of one claim each. A queue with a backlog claims without pause.
-	// Defaults to DefaultFetchCooldown; negative claims as soon as jobs
-	// are announced.
+	// It is also the longest a worker slot freed while others are busy
+	// waits for more to free before a claim fills it (at once when half
+	// the pool is free). Defaults to DefaultFetchCooldown; negative claims
+	// as soon as jobs are announced or a slot frees.
 	FetchCooldown time.Duration
 	// ScheduleInterval is how often this client's scheduler looks for due
 	// ticks of the store's schedules (all of them, whoever declared

@@ -133,3 +133,86 @@ func TestFetchCooldownValidated(t *testing.T) {
 		t.Errorf("NewClient with a 2s cooldown = %v, want ErrInvalid", err)
 	}
 }
+
+// TestFreedSlotsWaitForCompanyAtMostTheCooldown: a slot freed while the
+// rest of the pool is busy waits up to the fetch cooldown for others to
+// free, so that they are filled by one claim, and no longer: with 8
+// workers busy on long jobs and jobs waiting, one handler's return gets
+// a claim one cooldown later (before, a claim waited for a quarter of
+// the pool to be free, and a lone free slot stayed empty while jobs
+// waited), and three that return together share one.
+func TestFreedSlotsWaitForCompanyAtMostTheCooldown(t *testing.T) {
+	ctx := context.Background()
+	s := &claimLog{Store: newSQLiteStore(t)}
+	const pool, n = 8, 12
+	const cooldown = time.Second
+	params := make([]readpast.EnqueueParams, n)
+	for i := range params {
+		params[i] = readpast.EnqueueParams{Kind: "k"}
+	}
+	if _, err := s.Enqueue(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	gates := map[int64]chan struct{}{} // the running jobs, each held until its gate closes
+	var started atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		gate := make(chan struct{})
+		mu.Lock()
+		gates[job.ID] = gate
+		mu.Unlock()
+		started.Add(1)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}, nil)
+	startClient(t, s, readpast.Config{Workers: w, PollInterval: time.Minute, FetchCooldown: cooldown,
+		Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: pool}}})
+	waitFor(t, 10*time.Second, "the pool to fill", func() bool { return started.Load() == pool })
+	release := func(k int) time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		at := time.Now()
+		for id, gate := range gates {
+			if k == 0 {
+				break
+			}
+			if gate != nil {
+				close(gate)
+				gates[id] = nil
+				k--
+			}
+		}
+		return at
+	}
+	claimsSince := func(at time.Time) []loggedClaim {
+		var out []loggedClaim
+		for _, cl := range s.all() {
+			if !cl.began.Before(at) {
+				out = append(out, cl)
+			}
+		}
+		return out
+	}
+
+	t.Cleanup(func() { release(n) }) // before the client stops
+
+	at := release(1)
+	waitFor(t, 10*time.Second, "a job in the freed slot", func() bool { return started.Load() == pool+1 })
+	claims := claimsSince(at)
+	if len(claims) != 1 || claims[0].jobs != 1 {
+		t.Fatalf("claims after one slot freed: %+v, want one of 1 job", claims)
+	}
+	if waited := claims[0].began.Sub(at); waited < cooldown-10*time.Millisecond {
+		t.Errorf("the freed slot was claimed %v after it freed, want about the cooldown (%v), waiting for company", waited, cooldown)
+	}
+
+	at = release(3)
+	waitFor(t, 10*time.Second, "jobs in the three freed slots", func() bool { return started.Load() == n })
+	if claims := claimsSince(at); len(claims) != 1 || claims[0].jobs != 3 {
+		t.Errorf("claims after three slots freed together: %+v, want one of 3 jobs", claims)
+	}
+}

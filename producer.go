@@ -48,9 +48,16 @@ func (p *producer) run(ctx context.Context) {
 	p.finished = make(chan struct{}, p.cfg.MaxWorkers)
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
-	// Claim in batches: after handlers finish, wait until enough slots are
-	// free for a worthwhile claim unless the pool ran dry.
-	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/4)
+	// Claim in batches: a slot freed while others are busy waits for
+	// company, until half the pool (or FetchLimit) is free or the first of
+	// them has waited the fetch cooldown, unless the pool ran dry. Under
+	// load the batch fills first (half of a 100-worker pool frees in about
+	// 2 ms of a 25k jobs/s drain), and claims of twice the size of a
+	// quarter's made that drain 20-30% faster; with long jobs the cooldown
+	// bounds how long a free slot stays empty while jobs wait.
+	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/2)
+	var gather <-chan time.Time // set while free slots wait for company
+	gathered := false           // they waited the cooldown
 	results := make(chan claimResult, claimsInFlight)
 	inFlight, reserved := 0, 0 // claims in flight, and the slots they may fill
 	// A claim is never cancelled midway (see claim): on the way out, the
@@ -69,16 +76,20 @@ func (p *producer) run(ctx context.Context) {
 	for {
 		free := p.cfg.MaxWorkers - p.running - reserved
 		idle := p.running == 0 && reserved == 0
-		if ctx.Err() == nil && more && retry == nil && cool == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle) {
+		if ctx.Err() == nil && more && retry == nil && cool == nil && inFlight < claimsInFlight && free > 0 && (free >= batch || idle || gathered) {
 			limit, at := min(free, p.cfg.FetchLimit), signal
 			inFlight++
 			reserved += limit
+			gather, gathered = nil, false
 			go func() {
 				r := p.claim(ctx, limit)
 				r.signal = at
 				results <- r
 			}()
 			continue
+		}
+		if more && free > 0 && gather == nil && !gathered {
+			gather = time.After(max(c.cfg.FetchCooldown, 0))
 		}
 		select {
 		case <-ctx.Done():
@@ -119,6 +130,8 @@ func (p *producer) run(ctx context.Context) {
 			retry, more = nil, true
 		case <-cool:
 			cool = nil
+		case <-gather:
+			gather, gathered = nil, true
 		case <-p.wake:
 			retry, more = nil, true
 			signal++
@@ -387,33 +400,49 @@ func marshalResult(v any) (json.RawMessage, error) {
 // and does not wait: the completer stops thousands at a time, and an
 // extension that races a written outcome is refused as stale, harmlessly.
 func (p *producer) heartbeat(job *Job, cancel context.CancelCauseFunc, log func() *slog.Logger) (stop func()) {
+	// A timer rather than a goroutine with a ticker: most jobs end before
+	// their first extension, and a goroutine and a ticker per job were 11%
+	// of the client's CPU in a 100-worker drain. The extensions keep a
+	// ticker's schedule, every period from the claim, so a slow one does
+	// not push the next back.
 	lease := p.client.cfg.Lease
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			ectx, cancelExtend := context.WithTimeout(context.Background(), lease/3)
-			_, err := p.client.store.Extend(ectx, job.ID, job.Token, lease)
-			cancelExtend()
-			switch {
-			case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound):
-				cancel(ErrLeaseLost)
-				return
-			case err != nil:
-				select {
-				case <-done:
-				default:
-					log().Warn("extend lease", slog.Any("error", err))
-				}
-			}
+	period := lease / 3
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+		due     = time.Now().Add(period)
+	)
+	beat := func() {
+		ectx, cancelExtend := context.WithTimeout(context.Background(), period)
+		_, err := p.client.store.Extend(ectx, job.ID, job.Token, lease)
+		cancelExtend()
+		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound) {
+			cancel(ErrLeaseLost)
+			return
 		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(done) }) }
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if err != nil {
+			log().Warn("extend lease", slog.Any("error", err))
+		}
+		// Like a ticker, skip what a slow extension missed.
+		due = due.Add(period)
+		if now := time.Now(); due.Before(now) {
+			due = now
+		}
+		t.Reset(time.Until(due))
+	}
+	mu.Lock()
+	t = time.AfterFunc(period, beat)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }

@@ -7,12 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/readpast/readpast/internal/benchkit"
 )
 
-const benchSynopsis = `bench [--database-url URL] [--scenarios LIST] [--scale X] [--rounds N] [--json]
+const benchSynopsis = `bench [--database-url URL] [--scenarios LIST] [--scale X] [--rounds N] [--json] [--cpuprofile FILE]
 
 Runs the benchmark scenarios (docs/benchmarks.md) against readpast and prints
 a table (or JSON). Without --database-url it uses a new SQLite file in a
@@ -28,6 +29,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	scale := fs.Float64("scale", 0.1, "size of the scenarios: 1 is the full size of docs/benchmarks.md (minutes each), 0.1 a quick look")
 	rounds := fs.Int("rounds", 1, "how many times to run each scenario")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (the client side) to `FILE`, for go tool pprof")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -68,6 +70,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := refuseJobs(ctx, sys, url); err != nil {
 			return err
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	o := benchkit.Options{Scale: *scale}
 	if isTerminal(stderr) && !*asJSON {
