@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"testing"
@@ -750,5 +751,60 @@ func TestClaimIsOneStatementThatNeverWaits(t *testing.T) {
 	checkGroups(t, s)
 	if len(held) != 1 {
 		t.Errorf("the stalled claim took %d jobs, want 1", len(held))
+	}
+}
+
+// TestCompleteChecksTheTokenOfTheNewestVersion: a completion whose
+// snapshot saw its job running under its token, and which reaches the row
+// after the job was released and claimed again under another token (both
+// committed meanwhile), changes nothing and reports the token stale. The
+// completion's DELETE locks the row itself, so its pair check must hold
+// on the newest version of the row, not on the one in its snapshot.
+func TestCompleteChecksTheTokenOfTheNewestVersion(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}, {Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	first := mustClaim(t, s, "w1", 2)
+	if len(first) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(first))
+	}
+	finisher := newStall(t, s, "complete.before_locks")
+	var errs []error
+	done := async(func() error {
+		var err error
+		errs, err = finisher.store.Complete(ctx, []readpast.Completion{
+			{ID: first[0].ID, Token: first[0].Token}, {ID: first[1].ID, Token: first[1].Token}})
+		return err
+	})
+	finisher.waitBlocked() // its snapshot: both jobs running under the first claim's token
+
+	if err := s.Release(ctx, first[0].ID, first[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	again := mustClaim(t, s, "w2", 1)
+	if len(again) != 1 || again[0].ID != first[0].ID || again[0].Token == first[0].Token {
+		t.Fatalf("claimed again: %+v, want job %d under a new token", again, first[0].ID)
+	}
+	finisher.open()
+	within(t, "the completion", 5*time.Second, done)
+
+	if !errors.Is(errs[0], readpast.ErrStaleToken) {
+		t.Errorf("completion of the job claimed again: %v, want ErrStaleToken", errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("completion of the other job: %v, want success", errs[1])
+	}
+	j, err := s.Get(ctx, first[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != readpast.StateRunning || j.Token != again[0].Token {
+		t.Errorf("job claimed again is %s under token %q, want running under %q", j.State, j.Token, again[0].Token)
+	}
+	if j, err := s.Get(ctx, first[1].ID); err != nil || j.State != readpast.StateSucceeded {
+		t.Errorf("the other job: %+v, %v; want succeeded", j, err)
 	}
 }
