@@ -59,7 +59,7 @@ func scanJobAfter(r scanner, dest ...any) (*readpast.Job, error) {
 		j.Worker = *worker
 	}
 	j.Errors = []readpast.AttemptError{}
-	if len(errs) > 0 {
+	if len(errs) > 0 && string(errs) != "[]" { // most jobs have none: skip the decoder
 		if err := json.Unmarshal(errs, &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)
 		}
