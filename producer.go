@@ -53,7 +53,7 @@ func (p *producer) run(ctx context.Context) {
 	// them has waited the fetch cooldown, unless the pool ran dry. Under
 	// load the batch fills first (half of a 100-worker pool frees in about
 	// 2 ms of a 25k jobs/s drain), and claims of twice the size of a
-	// quarter's made that drain 20-30% faster; with long jobs the cooldown
+	// quarter's made that drain 15-20% faster; with long jobs the cooldown
 	// bounds how long a free slot stays empty while jobs wait.
 	batch := max(1, min(p.cfg.MaxWorkers, p.cfg.FetchLimit)/2)
 	var gather <-chan time.Time // set while free slots wait for company

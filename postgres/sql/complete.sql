@@ -10,8 +10,8 @@ WITH input AS (
 -- The DELETE finds its rows by primary key (= ANY walks the index in id
 -- order, so rows are locked in id order) and locks each itself: no
 -- SELECT ... FOR UPDATE first, which would look every row up twice and
--- write a lock record for it as well (about 5% of the server's CPU in a
--- 1000-worker drain). The (id, token) pair check is a hashed lookup kept
+-- write a lock record for it as well (17 instead of 15 us of execution a
+-- job in a 1000-worker drain). The (id, token) pair check is a hashed lookup kept
 -- out of the join planner (IS TRUE), so the plan cannot turn into a scan
 -- of the running jobs, and a row changed since this statement's snapshot
 -- (rescued and claimed again under another token) is checked again on its
