@@ -128,8 +128,9 @@ type jobRows interface {
 // scanJobs reads every row of a job-returning statement.
 func scanJobs(rows jobRows) ([]*readpast.Job, error) {
 	var jobs []*readpast.Job
+	var js jobScanner
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := js.scan(rows)
 		if err != nil {
 			return nil, err
 		}
