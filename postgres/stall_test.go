@@ -808,3 +808,41 @@ func TestCompleteChecksTheTokenOfTheNewestVersion(t *testing.T) {
 		t.Errorf("the other job: %+v, %v; want succeeded", j, err)
 	}
 }
+
+// TestStartedAtIsTheClaimsTime: a job's StartedAt, and its lease, are
+// taken when the claim takes it, not when the claim's transaction began.
+// The claims of one job are in StartedAt order only so: a claim whose
+// transaction began before an earlier claim of the job (a claim in a long
+// transaction, or a routine's session stalled between its call and its
+// statement, as under CI load) would otherwise sort before it, and a
+// history checker ordering claims by StartedAt would see two holds at once.
+func TestStartedAtIsTheClaimsTime(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var began time.Time
+	if err := tx.QueryRow(ctx, "SELECT now()").Scan(&began); err != nil {
+		t.Fatal(err)
+	}
+	const gap = 300 * time.Millisecond
+	time.Sleep(gap)
+	got, err := postgres.ClaimTx(ctx, tx, readpast.ClaimParams{Worker: "w", Limit: 1, Lease: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	j := got[0]
+	if d := j.StartedAt.Sub(began); d < gap {
+		t.Errorf("StartedAt is %v after the transaction began, want at least %v: the time of the claim, not of the transaction", d, gap)
+	}
+	if d := j.LeaseExpiresAt.Sub(*j.StartedAt); d != time.Minute {
+		t.Errorf("the lease runs %v from StartedAt, want %v", d, time.Minute)
+	}
+}

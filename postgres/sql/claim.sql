@@ -149,14 +149,22 @@ bumped AS (
 held AS (
     SELECT group_key FROM locked UNION ALL SELECT group_key FROM created
 ),
+-- The claim's time, read once, when the update runs: after this
+-- statement's snapshot, so a job's claims are in started_at order even
+-- when a transaction began long before its claim (a claim in a caller's
+-- transaction, or a routine's session stalled between its call and its
+-- statement), which now() (the transaction's start) is not.
+claim_time AS (
+    SELECT clock_timestamp() AS at
+),
 claimed AS (
     UPDATE readpast_jobs j
     SET state = 'running',
         attempt = j.attempt + 1,
         token = $5::uuid,
         worker = $2,
-        started_at = now(),
-        lease_expires_at = now() + $4::bigint * interval '1 microsecond'
+        started_at = (SELECT at FROM claim_time),
+        lease_expires_at = (SELECT at FROM claim_time) + $4::bigint * interval '1 microsecond'
     WHERE j.id = ANY (ARRAY(
             SELECT id FROM picked
             WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
