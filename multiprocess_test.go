@@ -180,8 +180,8 @@ func TestMultiProcessWorkers(t *testing.T) {
 			}
 			// Held until the process died, or until the claim's lease ran
 			// out if later. (Not killedAt+lease: the lease runs from the
-			// claim's transaction, which under load began well before
-			// the run, and a rescue may rightly rerun the job sooner.)
+			// claim, which under load came well before the run started,
+			// and a rescue may rightly rerun the job sooner.)
 			e.end = killedAt
 			if e.lease.After(e.end) {
 				e.end = e.lease

@@ -847,7 +847,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+	if pgtest.InCI() {
 		t.Fatal("Chromium is not installed (apt-get install chromium); under CI=true the browser tests cannot be skipped")
 	}
 	t.Skip("Chromium is not installed (apt-get install chromium, or set READPAST_CHROMIUM)")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,11 +80,4 @@ func openSQLite(t testing.TB, path string) *sqlite.Store {
 func goWorker(store, url string) workerSpec {
 	return workerSpec{Store: store, URL: url, Lease: 2 * time.Second, Workers: 8, Poll: 100 * time.Millisecond,
 		Work: 20 * time.Millisecond, FailFirst: true, RetryDelay: 200 * time.Millisecond}
-}
-
-// inCI reports whether CI=true: then whatever a scenario needs must be
-// there, and its absence fails the test.
-func inCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast/internal/history"
+	"github.com/readpast/readpast/internal/pgtest"
 )
 
 // envDiskFull names the directory a disk-full child mounts its tmpfs on.
@@ -73,7 +74,7 @@ func TestSQLiteDiskFull(t *testing.T) {
 		t.Fatal("the disk-full child skipped")
 	case err == nil:
 	case errors.Is(err, syscall.EPERM) || bytes.Contains(out.Bytes(), []byte("cannot mount")):
-		if inCI() {
+		if pgtest.InCI() {
 			t.Fatalf("no mount namespace for the tmpfs: %v\n%s", err, out.String())
 		}
 		t.Skipf("this machine gives no mount namespace for a tmpfs (%v); the disk-full scenario needs one", err)

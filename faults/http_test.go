@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/internal/testbin"
 )
 
@@ -90,7 +91,7 @@ func (r *run) pyWorker(slot, addr string, lease time.Duration) *proc {
 func needPython(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
-		if inCI() {
+		if pgtest.InCI() {
 			t.Fatal("python3 not found")
 		}
 		t.Skip("python3 not found")

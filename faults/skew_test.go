@@ -38,7 +38,7 @@ func libfaketime() (string, error) {
 func TestClockSkew(t *testing.T) {
 	lib, err := libfaketime()
 	if err != nil {
-		if inCI() {
+		if pgtest.InCI() {
 			t.Fatal(err)
 		}
 		t.Skip(err)

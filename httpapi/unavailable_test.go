@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -42,7 +41,7 @@ func TestPostgresOutage(t *testing.T) {
 	ctx := context.Background()
 	pg, err := pgtest.Start(ctx, pgtest.Options{Logf: t.Logf})
 	if err != nil {
-		if errors.Is(err, pgtest.ErrNoBinaries) && !inCI() {
+		if errors.Is(err, pgtest.ErrNoBinaries) && !pgtest.InCI() {
 			t.Skip(err)
 		}
 		t.Fatal(err)
@@ -120,10 +119,4 @@ func TestSQLiteLockedIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.must("POST", "/v1/jobs", `{"kind":"a"}`, http.StatusCreated, nil)
-}
-
-// inCI reports whether CI=true, where a missing PostgreSQL fails tests.
-func inCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
 }

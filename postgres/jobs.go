@@ -378,11 +378,19 @@ type pair struct {
 type batch struct {
 	idx    []int // positions in the caller's slice
 	ids    []int64
-	tokens []string
-	// uuids are the tokens as the statements' uuid[] parameter takes
-	// them, set by newBatch: sent as text, pgx built an encode error for
-	// every element before falling back (2-3% of a drain's client CPU).
-	uuids []pgtype.UUID
+	tokens []string // canonical (canonToken)
+}
+
+// uuids returns the tokens as the statements' uuid[] parameter takes
+// them: sent as text, pgx built an encode error for every element before
+// falling back (2-3% of a drain's client CPU).
+func (b batch) uuids() []pgtype.UUID {
+	us := make([]pgtype.UUID, len(b.tokens))
+	for k, tok := range b.tokens {
+		u, _ := uuid.Parse(tok) // canonical, so well-formed
+		us[k] = pgtype.UUID{Bytes: u, Valid: true}
+	}
+	return us
 }
 
 // newBatch collects the acting entries of a batch of n: those that are the
@@ -409,9 +417,8 @@ func newBatch(first []int, entry func(i int) (int64, string)) (b, malformed batc
 	})
 	for _, i := range order {
 		id, tok := entry(i)
-		u, _ := uuid.Parse(tok) // well-formed: checked above
-		b.add(i, id, u.String())
-		b.uuids = append(b.uuids, pgtype.UUID{Bytes: u, Valid: true})
+		tok, _ = canonToken(tok)
+		b.add(i, id, tok)
 	}
 	return b, malformed
 }
@@ -493,7 +500,7 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 				results[k] = &str
 			}
 		}
-		done, err := pairSet(q.Query(ctx, stmt, mode, b.ids, b.uuids, results))
+		done, err := pairSet(q.Query(ctx, stmt, mode, b.ids, b.uuids(), results))
 		if err != nil {
 			return nil, opErr("complete", err)
 		}
@@ -559,7 +566,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids, msgs, stacks, retryAt, discard))
+			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids(), msgs, stacks, retryAt, discard))
 			if err != nil {
 				return nil, opErr("fail", err)
 			}

@@ -63,34 +63,31 @@ func (js *jobScanner) scan(r scanner, extra ...any) (*readpast.Job, error) {
 func (js *jobScanner) job() (*readpast.Job, error) {
 	j := new(readpast.Job)
 	*j = js.j
-	payload, errs, result := js.payload, js.errs, js.result
-	group, token, worker, uniqueKey, tags := js.group, js.token, js.worker, js.uniqueKey, js.tags
-	state := js.state
-	if uniqueKey != nil {
-		j.UniqueKey = *uniqueKey
+	if js.uniqueKey != nil {
+		j.UniqueKey = *js.uniqueKey
 	}
 	// Statements return the tags joined by spaces (array_to_string),
 	// which no tag contains: one text column reads the same through pgx
 	// and database/sql.
 	j.Tags = []string{}
-	if tags != nil && *tags != "" {
-		j.Tags = strings.Split(*tags, " ")
+	if js.tags != nil && *js.tags != "" {
+		j.Tags = strings.Split(*js.tags, " ")
 	}
-	j.State = readpast.JobState(state)
-	j.Payload = json.RawMessage(payload)
-	if len(result) > 0 {
-		j.Result = json.RawMessage(result)
+	j.State = readpast.JobState(js.state)
+	j.Payload = json.RawMessage(js.payload)
+	if len(js.result) > 0 {
+		j.Result = json.RawMessage(js.result)
 	}
-	j.Group = group
-	if token != nil {
-		j.Token = *token
+	j.Group = js.group
+	if js.token != nil {
+		j.Token = *js.token
 	}
-	if worker != nil {
-		j.Worker = *worker
+	if js.worker != nil {
+		j.Worker = *js.worker
 	}
 	j.Errors = []readpast.AttemptError{}
-	if len(errs) > 0 && string(errs) != "[]" { // most jobs have none: skip the decoder
-		if err := json.Unmarshal(errs, &j.Errors); err != nil {
+	if len(js.errs) > 0 && string(js.errs) != "[]" { // most jobs have none: skip the decoder
+		if err := json.Unmarshal(js.errs, &j.Errors); err != nil {
 			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)
 		}
 	}

@@ -31,7 +31,7 @@ type event struct {
 	invoked  time.Time
 	returned time.Time
 	lease    time.Duration // claim only
-	claimed  time.Time     // claim only: the job's StartedAt, the store's clock at the claim
+	claimed  time.Time     // claim only: the job's StartedAt, the store's clock when the claim took the job
 	accepted bool          // complete/fail: the store took it
 }
 
@@ -114,7 +114,9 @@ func checkHistory(t *testing.T, s readpast.Store, jobs []*readpast.Job, evs []ev
 		// by the lease. (The order the calls returned in is not it: a
 		// caller descheduled longer than a 30 ms lease saw its claim
 		// return after the job's next claim, by another worker, had
-		// returned and even completed it.)
+		// returned and even completed it. StartedAt is the store's clock
+		// when the claim took the job, after its snapshot, not when its
+		// transaction began: TestStartedAtIsTheClaimsTime.)
 		sort.Slice(cs, func(i, j int) bool { return cs[i].claimed.Before(cs[j].claimed) })
 		for i := 1; i < len(cs); i++ {
 			a, b := cs[i-1], cs[i]

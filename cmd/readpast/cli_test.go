@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,18 +22,6 @@ func TestIsLoopback(t *testing.T) {
 	}
 	if _, err := isLoopback("no-port"); err == nil {
 		t.Error("isLoopback accepted an address without a port")
-	}
-}
-
-func TestInCI(t *testing.T) {
-	for v, want := range map[string]bool{
-		"true": true, "1": true, "TRUE": true, "True": true, "t": true,
-		"": false, "false": false, "0": false, "no": false,
-	} {
-		t.Setenv("CI", v)
-		if got := inCI(); got != want {
-			t.Errorf("inCI() with CI=%q = %v, want %v", v, got, want)
-		}
 	}
 }
 
@@ -185,5 +174,28 @@ func TestEnqueueFromStdinInProcess(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "\nbulk   1005 ") {
 		t.Errorf("stats after a bad input = %q", stdout.String())
+	}
+}
+
+// TestBenchCPUProfile: bench --cpuprofile writes a profile go tool pprof
+// reads (gzip-compressed), and a file it cannot create is an error.
+func TestBenchCPUProfile(t *testing.T) {
+	ctx := context.Background()
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	var stdout, stderr bytes.Buffer
+	if code := run(ctx, []string{"bench", "--scenarios", "insert", "--scale", "0.01", "--cpuprofile", prof}, &stdout, &stderr); code != 0 {
+		t.Fatalf("bench --cpuprofile: exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("the profile (%d bytes) is not a gzip-compressed pprof profile", len(b))
+	}
+	stderr.Reset()
+	bad := filepath.Join(t.TempDir(), "missing", "cpu.prof")
+	if code := run(ctx, []string{"bench", "--scenarios", "insert", "--scale", "0.01", "--cpuprofile", bad}, &stdout, &stderr); code == 0 {
+		t.Errorf("bench --cpuprofile %s: exit 0, want an error", bad)
 	}
 }

@@ -257,13 +257,6 @@ func runAuthOff(t *testing.T, bin, db string) {
 // server, to check that logs and messages never show it.
 const pgPassword = "pw-Zm9vYmFy"
 
-// inCI reports whether $CI is true, read as internal/pgtest reads it
-// (strconv.ParseBool: true, 1, TRUE, True...).
-func inCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
-}
-
 // childEnv is the environment for the binary and the worker: ours without
 // readpast's own variables, plus extra.
 func childEnv(extra ...string) []string {
@@ -1074,7 +1067,7 @@ func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		if inCI() {
+		if pgtest.InCI() {
 			t.Fatal("python3 not found")
 		}
 		t.Log("python3 not found: skipping the Python worker")

@@ -276,3 +276,15 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 }
+
+func TestInCI(t *testing.T) {
+	for v, want := range map[string]bool{
+		"true": true, "1": true, "TRUE": true, "True": true, "t": true,
+		"": false, "false": false, "0": false, "no": false,
+	} {
+		t.Setenv("CI", v)
+		if got := InCI(); got != want {
+			t.Errorf("InCI() with CI=%q = %v, want %v", v, got, want)
+		}
+	}
+}
