@@ -21,6 +21,7 @@ var sqlFiles embed.FS
 var (
 	enqueueSQL         = mustStatement("enqueue")
 	claimSQL           = mustStatement("claim")
+	claimUngroupedSQL  = mustStatement("claim_ungrouped")
 	completeSQL        = mustStatement("complete")
 	failSQL            = mustStatement("fail")
 	rescueSQL          = mustStatement("rescue")

@@ -59,22 +59,30 @@ type routine struct {
 
 // The routines.
 var (
-	claimRoutine    = mustRoutine("claim", claimSQL, "$1::text[], $2::text, $3::bigint, $4::bigint, $5::uuid")
-	completeRoutine = mustRoutine("complete", completeSQL, "$1::bigint[], $2::uuid[], $3::jsonb[]")
+	claimRoutine = mustRoutine("claim", "$1::text[], $2::text, $3::bigint, $4::bigint, $5::uuid",
+		map[string]string{"Body": claimSQL, "Ungrouped": claimUngroupedSQL})
+	completeRoutine = mustRoutine("complete", "$1::bigint[], $2::uuid[], $3::jsonb[]",
+		map[string]string{"Body": completeSQL})
 
 	routines = []routine{claimRoutine, completeRoutine}
 )
 
-// mustRoutine wraps statement in the function of sql/routines/function.sql,
-// with the signature of sql/routines/name.sql. The call's arguments are
-// constants: no routine text depends on input.
-func mustRoutine(name, statement, args string) routine {
+// mustRoutine wraps statements in the function of sql/routines/function.sql,
+// with the signature (and the body, where it defines one) of
+// sql/routines/name.sql; statements maps the names the body uses ("Body"
+// for the one statement of the default body) to statement texts. The
+// call's arguments are constants: no routine text depends on input.
+func mustRoutine(name, args string, statements map[string]string) routine {
 	t := template.Must(template.New(name).Option("missingkey=error").
 		ParseFS(sqlFiles, "sql/routines/function.sql", "sql/routines/"+name+".sql"))
+	data := map[string]string{}
+	for k, s := range statements {
+		data[k] = strings.TrimRight(strings.TrimSpace(s), ";")
+	}
 	render := func(fn string) string {
 		var b strings.Builder
-		body := strings.TrimRight(strings.TrimSpace(statement), ";")
-		if err := t.ExecuteTemplate(&b, "function.sql", map[string]string{"Name": fn, "Body": body}); err != nil {
+		data["Name"] = fn
+		if err := t.ExecuteTemplate(&b, "function.sql", data); err != nil {
 			panic(fmt.Sprintf("postgres: routine %s: %v", name, err))
 		}
 		return b.String()

@@ -9,11 +9,9 @@
 -- concurrent commit changed that row since this statement's snapshot,
 -- PostgreSQL hands the lock, and the values, of the newest version.
 --
--- open_queues: the queues of $1 that are not paused (readpast_queues, read
---   without a lock: a pause that commits while this statement runs takes
---   effect on the next claim).
--- ungrouped: per queue, the first pending ungrouped jobs in claim order,
---   locked SKIP LOCKED.
+-- open_queues, ungrouped (fragments/claim_start.sql): the queues of $1
+--   that are not paused, and per queue the first pending ungrouped jobs in
+--   claim order, locked SKIP LOCKED.
 -- marks: per queue, the first ready marks in claim order (see
 --   migrations/002_ready_marks.sql), locked SKIP LOCKED so concurrent
 --   claims walk disjoint marks. Full and idle groups have no marks, so
@@ -36,13 +34,18 @@
 -- created / bumped: the group rows count their newly running jobs. A key
 --   created by another transaction since the snapshot conflicts, nothing is
 --   inserted, and that group's jobs are not claimed.
--- claimed: the picked jobs of groups this claim holds become running.
+-- held: the groups whose rows this claim holds (locked or created).
+-- claimed (fragments/claim_jobs.sql): the picked jobs, ungrouped or of a
+--   group this claim holds, become running.
 -- used_marks / announced: every due mark of each group this claim holds
 --   is used up (not only the walked ones, so a full group's backlog of
 --   marks does not clog the front of the claim order), and each such group
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue. Marks of jobs not yet due stay: nobody else would
 --   mark those jobs when they come due.
+--
+-- When no group of $1 is ready, the claim routine sends
+-- claim_ungrouped.sql instead: this statement's ungrouped branch alone.
 --
 -- Plans made once (the claim routine, postgres/routines.go) must be right
 -- at any table size, so every read of a table is bounded by an index
@@ -52,22 +55,7 @@
 -- used_marks's run_at test is an expression (run_at + interval '0'), so
 -- that the claim-order index of the marks, whose third column is run_at,
 -- cannot be walked whole for it.
-WITH open_queues AS (
-    SELECT name FROM unnest($1::text[]) AS q(name)
-    WHERE NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
-),
-ungrouped AS (
-    SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
-    FROM open_queues q
-    CROSS JOIN LATERAL (
-        SELECT id, priority, run_at
-        FROM readpast_jobs
-        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
-        ORDER BY priority, run_at, id
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
-    ) j
-),
+WITH {{template "claim_start"}},
 marks AS (
     SELECT m.mark, m.group_key
     FROM open_queues q
@@ -149,28 +137,7 @@ bumped AS (
 held AS (
     SELECT group_key FROM locked UNION ALL SELECT group_key FROM created
 ),
--- The claim's time, read once, when the update runs: after this
--- statement's snapshot, so a job's claims are in started_at order even
--- when a transaction began long before its claim (a claim in a caller's
--- transaction, or a routine's session stalled between its call and its
--- statement), which now() (the transaction's start) is not.
-claim_time AS (
-    SELECT clock_timestamp() AS at
-),
-claimed AS (
-    UPDATE readpast_jobs j
-    SET state = 'running',
-        attempt = j.attempt + 1,
-        token = $5::uuid,
-        worker = $2,
-        started_at = (SELECT at FROM claim_time),
-        lease_expires_at = (SELECT at FROM claim_time) + $4::bigint * interval '1 microsecond'
-    WHERE j.id = ANY (ARRAY(
-            SELECT id FROM picked
-            WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
-      AND j.state = 'pending'
-    RETURNING j.*
-),
+{{template "claim_jobs"}},
 used_marks AS (
     DELETE FROM readpast_group_ready
     WHERE ctid = ANY (ARRAY(
@@ -187,10 +154,4 @@ announced AS (
       AND h.id <> ALL (ARRAY(SELECT id FROM picked))
     ORDER BY h.group_key, h.queue, h.priority, h.run_at, h.id
 )
-SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
-       group_key, token::text, lease_expires_at, worker, created_at, started_at,
-       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
-FROM claimed
-WHERE readpast_stall('claim.end', id)
-ORDER BY priority, run_at, id;
+{{template "claim_result"}};

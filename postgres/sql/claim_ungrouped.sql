@@ -1,0 +1,24 @@
+-- Claim, as claim.sql does, up to $3 jobs from the queues $1 for worker
+-- $2, with a lease of $4 microseconds, under the claim token $5, in one
+-- statement, when no group of those queues is ready: the claim routine
+-- (routines/claim.sql) sends this one only after finding no due ready mark
+-- in $1. Then claim.sql's group branches find nothing, and this statement
+-- is its ungrouped branch alone: the same jobs, in the same order, with
+-- the same locks, and a plan a fifth the size, which is most of a claim's
+-- start-up (docs/benchmarks.md).
+--
+-- A mark committed between that check and this statement's snapshot is
+-- not seen, as claim.sql does not see one committed after its own
+-- snapshot: its group's jobs go to the next claim. This statement never
+-- takes a grouped job, so no group limit depends on the check.
+WITH {{template "claim_start"}},
+picked AS (
+    SELECT id, group_key FROM ungrouped
+    ORDER BY priority, run_at, id
+    LIMIT $3
+),
+held AS (
+    SELECT NULL::text AS group_key WHERE false
+),
+{{template "claim_jobs"}}
+{{template "claim_result"}};

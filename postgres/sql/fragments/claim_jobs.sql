@@ -1,0 +1,38 @@
+{{/*
+claim_jobs ends both claims (claim.sql, claim_ungrouped.sql). It expects
+    picked (id bigint, group_key text): the jobs to claim, locked;
+    held (group_key text): the groups whose rows this claim holds;
+it makes the picked jobs that are ungrouped or of a held group running
+under the token $5 for worker $2, with a lease of $4 microseconds, and
+returns them in claim order as a Job row (scan.go).
+
+The claim's time is read once, when the update runs: after the
+statement's snapshot, so a job's claims are in started_at order even when
+a transaction began long before its claim (a claim in a caller's
+transaction, or a routine's session stalled between its call and its
+statement), which now() (the transaction's start) is not.
+*/}}{{define "claim_jobs"}}
+claim_time AS (
+    SELECT clock_timestamp() AS at
+),
+claimed AS (
+    UPDATE readpast_jobs j
+    SET state = 'running',
+        attempt = j.attempt + 1,
+        token = $5::uuid,
+        worker = $2,
+        started_at = (SELECT at FROM claim_time),
+        lease_expires_at = (SELECT at FROM claim_time) + $4::bigint * interval '1 microsecond'
+    WHERE j.id = ANY (ARRAY(
+            SELECT id FROM picked
+            WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
+      AND j.state = 'pending'
+    RETURNING j.*
+){{end}}{{define "claim_result"}}
+SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
+       group_key, token::text, lease_expires_at, worker, created_at, started_at,
+       NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
+       array_to_string(tags, ' '), snoozes
+FROM claimed
+WHERE readpast_stall('claim.end', id)
+ORDER BY priority, run_at, id{{end}}

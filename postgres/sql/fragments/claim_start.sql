@@ -1,0 +1,27 @@
+{{/*
+claim_start begins both claims (claim.sql, claim_ungrouped.sql): it
+defines
+    open_queues (name text): the queues of $1 that are not paused
+        (readpast_queues, read without a lock: a pause that commits while
+        the claim runs takes effect on the next claim);
+    ungrouped (id bigint, priority integer, run_at timestamptz,
+        group_key text): per open queue, its first $3 pending ungrouped
+        jobs that are due, in claim order, locked FOR UPDATE SKIP LOCKED
+        (group_key is NULL, so that the rows line up with grouped ones).
+*/}}{{define "claim_start"}}
+open_queues AS (
+    SELECT name FROM unnest($1::text[]) AS q(name)
+    WHERE NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
+),
+ungrouped AS (
+    SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
+    FROM open_queues q
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at
+        FROM readpast_jobs
+        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
+        ORDER BY priority, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) j
+){{end}}
