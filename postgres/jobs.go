@@ -265,7 +265,7 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, conn, routineMode(s.hotMode), claimRoutine.call, p, token)
+	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token)
 	conn.Release()
 	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
@@ -525,7 +525,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	}
 	errs, err := withRoutines(ctx, s, func() ([]error, error) {
 		return retryDeadlock(ctx, func() ([]error, error) {
-			return complete(ctx, s.pool, routineMode(s.hotMode), completeRoutine.call, cs)
+			return complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs)
 		})
 	})
 	s.dropIdleAfter(err)

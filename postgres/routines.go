@@ -96,17 +96,24 @@ func mustRoutine(name, args string, statements map[string]string) routine {
 	}
 }
 
-// routineMode is the exec mode of the routines' calls, given the mode of
-// the other hot-path statements (Store.hotMode): cache_describe where
-// those describe on every call. A call's parameter and result types are
-// fixed by the routine's name (a digest of its definition), so a cached
-// description cannot go stale, and each call is one round trip, on the
-// unnamed statement, which transaction-mode poolers pass through.
-func routineMode(hot pgx.QueryExecMode) pgx.QueryExecMode {
-	if hot == pgx.QueryExecModeDescribeExec {
-		return pgx.QueryExecModeCacheDescribe
+// routineExecMode is the exec mode of the routines' calls, given the
+// pool's default mode (see New). A call's parameter and result types are
+// fixed by the routine's name (a digest of its definition), and its
+// statement is planned once per server session inside the function
+// whatever the call's mode, so the call itself may be a prepared
+// statement: under cache_statement (pgx's default) each connection
+// prepares it once, instead of parsing, analyzing and planning it on every
+// call (5% of the server's CPU in a 100-worker drain, docs/benchmarks.md).
+// The modes whose every statement is one round trip on the unnamed
+// statement, which transaction-mode poolers pass through (exec,
+// simple_protocol, cache_describe), are kept; describe_exec becomes
+// cache_describe, one round trip instead of two.
+func routineExecMode(def pgx.QueryExecMode) pgx.QueryExecMode {
+	switch def {
+	case pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe:
+		return def
 	}
-	return hot
+	return pgx.QueryExecModeCacheDescribe
 }
 
 // missingRoutinesSQL returns the function names of $1 that the database

@@ -43,6 +43,9 @@ type Store struct {
 	// hotMode runs the hot-path statements (claim, complete, fail,
 	// release, rescue): see hotExecMode.
 	hotMode pgx.QueryExecMode
+	// routineMode runs the calls of the claim and completion routines:
+	// see routineExecMode.
+	routineMode pgx.QueryExecMode
 
 	tidy tidier // when Tidy may vacuum each table next
 
@@ -122,11 +125,15 @@ const ListenParam = "readpast_listen"
 // transaction mode passes through), and in describe_exec otherwise (two
 // round trips, exact types, safe under concurrent schema changes, but the
 // second round trip may reach another server session behind a pooler).
-// Either way PostgreSQL plans them with their actual parameters.
+// Either way PostgreSQL plans them with their actual parameters. The
+// calls of the claim and completion routines, whose statements each server
+// session plans once anyway, are prepared statements under cache_statement
+// (pgx's default): see routineExecMode.
 func New(pool *pgxpool.Pool) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
-		hotMode: hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
+		hotMode:     hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode),
+		routineMode: routineExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
 	s.enq = &enqueuer{write: s.insert}
 	return s
