@@ -211,3 +211,54 @@ func TestTidyNeedsOwnership(t *testing.T) {
 		t.Fatalf("Tidy again: %d, %v; want nothing, silently", n, err)
 	}
 }
+
+// TestVacuumNeverTruncates: no vacuum of a readpast table cuts off the
+// empty pages at its end, because doing so holds an ACCESS EXCLUSIVE lock
+// that claims and writes would wait on (migrations/0007). Every readpast
+// table carries vacuum_truncate = false, and a drained live table keeps
+// its size through Tidy's vacuum and a plain VACUUM; VACUUM (TRUNCATE)
+// still gives the pages back when asked.
+func TestVacuumNeverTruncates(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	var truncating []string
+	if err := s.Pool().QueryRow(ctx, `
+SELECT coalesce(array_agg(relname ORDER BY relname), '{}') FROM pg_class
+WHERE relname LIKE 'readpast%' AND relkind = 'r' AND relnamespace = current_schema()::regnamespace
+  AND NOT coalesce('vacuum_truncate=false' = ANY (reloptions), false)`).Scan(&truncating); err != nil {
+		t.Fatal(err)
+	}
+	if len(truncating) > 0 {
+		t.Errorf("tables a vacuum may truncate: %v", truncating)
+	}
+
+	churn(t, s, 5000)
+	size := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.Pool().QueryRow(ctx, "SELECT pg_relation_size('readpast_jobs')").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := size()
+	if before == 0 {
+		t.Fatal("the live table is empty before the vacuum: nothing to truncate")
+	}
+	if _, err := s.Tidy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "VACUUM readpast_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after != before {
+		t.Fatalf("the drained live table went from %d to %d bytes in a vacuum: it was truncated", before, after)
+	}
+	if _, err := s.Pool().Exec(ctx, "VACUUM (TRUNCATE) readpast_jobs"); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after >= before {
+		t.Fatalf("VACUUM (TRUNCATE) left the drained live table at %d bytes (from %d)", after, before)
+	}
+}

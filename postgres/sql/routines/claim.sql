@@ -1,8 +1,8 @@
 {{/* The claim routine: its parameters, the claimed jobs in claim order,
 and its body. When no group of the queues $1 has a due ready mark, the
 claim's group branches would find nothing: it sends the ungrouped branch
-alone (sql/claim_ungrouped.sql, whose plan is a fifth the size of
-sql/claim.sql's), and sql/claim.sql otherwise. The check reads the
+alone (sql/claim_ungrouped.sql, a plan of 20 nodes instead of
+sql/claim.sql's 86), and sql/claim.sql otherwise. The check reads the
 marks' claim-order index (queue first) up to the first due mark. */}}{{define "signature"}}(text[], text, bigint, bigint, uuid)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer, state text,
