@@ -17,8 +17,7 @@ type scanner interface {
 // scanJob reads the 22 job columns every job-returning statement selects,
 // in the order of sql/get.sql.
 func scanJob(r scanner) (*readpast.Job, error) {
-	var js jobScanner
-	return js.scan(r)
+	return scanJobAfter(r)
 }
 
 // scanJobAfter reads the job columns after the columns of dest, which

@@ -40,8 +40,9 @@ type Store struct {
 	hub        *wake.Hub // local subscribers, woken by this store and by NOTIFY
 	noListen   bool      // readpast_listen=off: local wake-ups only
 
-	// hotMode runs the hot-path statements (claim, complete, fail,
-	// release, rescue): see hotExecMode.
+	// hotMode runs the hot-path statements sent as they are (fail,
+	// release, rescue, and the claim and completion inside a caller's
+	// transaction): see hotExecMode.
 	hotMode pgx.QueryExecMode
 	// routineMode runs the calls of the claim and completion routines:
 	// see routineExecMode.
