@@ -286,7 +286,8 @@ func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, 
 	if err != nil {
 		return nil, opErr("claim", err)
 	}
-	jobs, err := collectJobs(rows)
+	defer rows.Close()
+	jobs, err := scanClaimed(rows, p, token)
 	if err != nil {
 		return nil, opErr("claim", err)
 	}

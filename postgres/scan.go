@@ -55,12 +55,28 @@ func (js *jobScanner) scan(r scanner, extra ...any) (*readpast.Job, error) {
 	if err := r.Scan(js.dest...); err != nil {
 		return nil, err
 	}
-	return js.job()
+	out := new(readpast.Job)
+	if err := js.fill(out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
-// job converts the scanned columns into a Job of its own.
-func (js *jobScanner) job() (*readpast.Job, error) {
-	j := new(readpast.Job)
+// scanClaim reads one row of a claim (the claim_result fragment) into j:
+// the columns that differ from job to job. scanClaimed sets the rest.
+func (js *jobScanner) scanClaim(r scanner, j *readpast.Job) error {
+	*js = jobScanner{dest: js.dest[:0]}
+	s := &js.j
+	js.dest = append(js.dest[:0], &s.ID, &s.Queue, &s.Kind, &js.payload, &s.Priority, &s.Attempt, &s.MaxAttempts,
+		&s.RunAt, &js.group, &s.CreatedAt, &s.StartedAt, &js.errs, &js.uniqueKey, &s.UniqueUntil, &js.tags, &s.Snoozes)
+	if err := r.Scan(js.dest...); err != nil {
+		return err
+	}
+	return js.fill(j)
+}
+
+// fill converts the scanned columns into j.
+func (js *jobScanner) fill(j *readpast.Job) error {
 	*j = js.j
 	if js.uniqueKey != nil {
 		j.UniqueKey = *js.uniqueKey
@@ -87,16 +103,51 @@ func (js *jobScanner) job() (*readpast.Job, error) {
 	j.Errors = []readpast.AttemptError{}
 	if len(js.errs) > 0 && string(js.errs) != "[]" { // most jobs have none: skip the decoder
 		if err := json.Unmarshal(js.errs, &j.Errors); err != nil {
-			return nil, fmt.Errorf("job %d: decode errors: %w", j.ID, err)
+			return fmt.Errorf("job %d: decode errors: %w", j.ID, err)
 		}
 	}
 	j.RunAt = j.RunAt.UTC()
 	j.CreatedAt = j.CreatedAt.UTC()
-	for _, t := range []**time.Time{&j.LeaseExpiresAt, &j.StartedAt, &j.FinishedAt, &j.UniqueUntil} {
-		if *t != nil {
-			u := (*t).UTC()
-			*t = &u
+	// In place: pgx allocated each of these for this row (scan starts
+	// every destination empty).
+	for _, t := range []*time.Time{j.LeaseExpiresAt, j.StartedAt, j.FinishedAt, j.UniqueUntil} {
+		if t != nil {
+			*t = t.UTC()
 		}
 	}
-	return j, nil
+	return nil
+}
+
+// claimChunk is how many jobs of a claim scanClaimed allocates at once.
+const claimChunk = 64
+
+// scanClaimed reads the rows of a claim of p under token (sql/claim.sql,
+// the claim_result fragment) and sets what the claim set on every job
+// alike, which the rows leave out: state running, the token, the worker,
+// and the lease from the claim's time. Jobs are allocated claimChunk at a
+// time rather than one by one.
+func scanClaimed(rows jobRows, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+	var (
+		jobs  []*readpast.Job
+		js    jobScanner
+		chunk []readpast.Job
+	)
+	lease := time.Duration(p.Lease.Microseconds()) * time.Microsecond // as the statement reckons it
+	for rows.Next() {
+		if len(chunk) == 0 {
+			chunk = make([]readpast.Job, min(claimChunk, max(p.Limit-len(jobs), 1)))
+		}
+		j := &chunk[0]
+		chunk = chunk[1:]
+		if err := js.scanClaim(rows, j); err != nil {
+			return nil, err
+		}
+		if j.StartedAt == nil {
+			return nil, fmt.Errorf("claimed job %d: no started_at", j.ID)
+		}
+		until := j.StartedAt.Add(lease)
+		j.State, j.Token, j.Worker, j.LeaseExpiresAt = readpast.StateRunning, token, p.Worker, &until
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
 }

@@ -119,6 +119,15 @@ func testClaimOrder(t *testing.T, h Harness) {
 		if j.State != readpast.StateRunning || j.Attempt != 1 || j.Token == "" || j.LeaseExpiresAt == nil || j.StartedAt == nil || j.Worker == "" {
 			t.Fatalf("claimed job not marked running with token, lease, worker: %+v", j)
 		}
+		// What the claim returns is the job as stored, field for field
+		// (the PostgreSQL claim leaves out of its rows what it set on
+		// every job alike, and the store fills it in).
+		stored := get(t, s2, j.ID)
+		claimed, _ := json.Marshal(j)
+		read, _ := json.Marshal(stored)
+		if string(claimed) != string(read) || j.Token != stored.Token {
+			t.Fatalf("claim returned\n%s (token %s), the store holds\n%s (token %s)", claimed, j.Token, read, stored.Token)
+		}
 	}
 	// One claim, one token (the seeds' marker): every job of the call
 	// carries it, and the next call gets another.
