@@ -5,7 +5,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,4 +126,97 @@ func benchDrain(b *testing.B, s readpast.Store) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "jobs/s")
+}
+
+// memStoreTrip is how long each of memStore's claims and completions
+// takes, as a round trip to a database would: claims and completions then
+// come in batches of the sizes a drain has.
+const memStoreTrip = 2 * time.Millisecond
+
+// memStore hands out n made-up jobs and takes their completions, with no
+// database behind it: BenchmarkClientOverhead measures the client alone.
+type memStore struct {
+	readpast.Store
+	jobs      []readpast.Job // the jobs, claimed in turn
+	done      chan struct{}  // closed when every job is completed
+	completed atomic.Int64
+
+	mu      sync.Mutex
+	claimed int // protected by mu
+}
+
+func (s *memStore) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	time.Sleep(memStoreTrip)
+	s.mu.Lock()
+	from := s.claimed
+	s.claimed = min(s.claimed+p.Limit, len(s.jobs))
+	to := s.claimed
+	s.mu.Unlock()
+	out := make([]*readpast.Job, 0, to-from)
+	for i := from; i < to; i++ {
+		out = append(out, &s.jobs[i])
+	}
+	return out, nil
+}
+
+func (s *memStore) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
+	time.Sleep(memStoreTrip)
+	if s.completed.Add(int64(len(cs))) == int64(len(s.jobs)) {
+		close(s.done)
+	}
+	return make([]error, len(cs)), nil
+}
+
+// BenchmarkClientOverhead runs -drain.jobs no-op jobs through a Client
+// whose store answers from memory after a round trip's wait: the client's
+// own CPU time (cpu-ns/job, user and system, of the whole process) and
+// allocations per job (claiming, starting, running, completing), which in
+// a drain share the machine with PostgreSQL.
+//
+//	go test -run '^$' -bench ClientOverhead -benchmem .
+func BenchmarkClientOverhead(b *testing.B) {
+	ctx := context.Background()
+	n := *benchJobs
+	now := time.Now()
+	jobs := make([]readpast.Job, n)
+	for i := range jobs {
+		lease := now.Add(time.Minute)
+		jobs[i] = readpast.Job{ID: int64(i + 1), Queue: readpast.DefaultQueue, Kind: "noop", Payload: []byte("{}"),
+			State: readpast.StateRunning, Attempt: 1, MaxAttempts: 25, RunAt: now, Token: "00000000-0000-4000-8000-000000000000",
+			LeaseExpiresAt: &lease, Worker: "bench", CreatedAt: now, StartedAt: &now, Errors: []readpast.AttemptError{}, Tags: []string{}}
+	}
+	w := readpast.NewWorkers()
+	w.Handle("noop", func(ctx context.Context, job *readpast.Job) (any, error) { return nil, nil }, nil)
+	cpu := processCPU(b)
+	for b.Loop() {
+		s := &memStore{jobs: jobs, done: make(chan struct{})}
+		c, err := readpast.NewClient(s, readpast.Config{
+			Workers:          w,
+			Queues:           map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: *benchMaxWorkers, FetchLimit: *benchFetch}},
+			RescueInterval:   -1,
+			ScheduleInterval: -1,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		<-s.done
+		if err := c.Stop(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((processCPU(b)-cpu).Nanoseconds())/float64(n*b.N), "cpu-ns/job")
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// processCPU is the CPU time this process has used so far, user and
+// system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,8 +22,14 @@ type producer struct {
 	wake    <-chan struct{}
 	workCtx context.Context // cancelled (cause ErrShutdown) when Stop gives up waiting
 
-	running  int           // owned by the run goroutine
-	finished chan struct{} // a handler of this producer returned
+	running int       // owned by the run goroutine
+	work    chan task // jobs for idle workers; closed when run returns
+	// ended counts the handlers that returned since the run goroutine
+	// last looked, and finished (capacity 1) tells it to look: a wake-up
+	// for a whole batch of returns, rather than a channel send and a
+	// select round each.
+	ended    atomic.Int64
+	finished chan struct{}
 }
 
 // claimsInFlight is how many claims of one queue a producer keeps in
@@ -45,7 +52,9 @@ type claimResult struct {
 
 func (p *producer) run(ctx context.Context) {
 	c := p.client
-	p.finished = make(chan struct{}, p.cfg.MaxWorkers)
+	p.finished = make(chan struct{}, 1)
+	p.work = make(chan task)
+	defer close(p.work) // after the jobs of the claims in flight are started
 	poll := time.NewTicker(c.cfg.PollInterval)
 	defer poll.Stop()
 	// Claim in batches: a slot freed while others are busy waits for
@@ -139,16 +148,8 @@ func (p *producer) run(ctx context.Context) {
 			more = true
 			signal++
 		case <-p.finished:
-			p.running--
+			p.running -= int(p.ended.Swap(0))
 			retry = nil
-			for drained := false; !drained; {
-				select {
-				case <-p.finished:
-					p.running--
-				default:
-					drained = true
-				}
-			}
 		}
 	}
 }
@@ -192,20 +193,52 @@ func (p *producer) claim(ctx context.Context, limit int) claimResult {
 	return claimResult{limit: limit, jobs: jobs, began: began, at: time.Now(), err: err}
 }
 
-// start runs the jobs of a claim, each on a goroutine of its own.
+// task is a claimed job handed to a worker goroutine.
+type task struct {
+	job     *Job
+	claimed time.Time // when its claim returned
+}
+
+// start runs the jobs of a claim, each on a worker goroutine: one that is
+// idle, or a new one. Workers stay for the next job rather than exit, so
+// each keeps the stack it grew: a goroutine a job, which grew and copied
+// its stack every time, took about 30% of the client's CPU per job
+// (BenchmarkClientOverhead). There are never more workers than the most
+// jobs that ran at once, at most MaxWorkers; they exit when the producer
+// stops.
 func (p *producer) start(r claimResult) {
-	c := p.client
 	for _, j := range r.jobs {
 		p.running++
-		c.jobs.Add(1)
-		go func() {
-			defer func() {
-				c.jobs.Done()
-				p.finished <- struct{}{}
-			}()
-			p.execute(j, r.at)
-		}()
+		p.client.jobs.Add(1)
+		t := task{job: j, claimed: r.at}
+		select {
+		case p.work <- t:
+		default:
+			go p.worker(t)
+		}
 	}
+}
+
+// worker runs t, then the jobs handed to it while idle, until the
+// producer stops.
+func (p *producer) worker(t task) {
+	for ok := true; ok; t, ok = <-p.work {
+		p.runTask(t)
+	}
+}
+
+// runTask runs one job and tells the producer that its slot is free,
+// also if the handler ended its goroutine (runtime.Goexit).
+func (p *producer) runTask(t task) {
+	defer func() {
+		p.client.jobs.Done()
+		p.ended.Add(1)
+		select {
+		case p.finished <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}()
+	p.execute(t.job, t.claimed)
 }
 
 // dbNow estimates the database's clock from a job claimed at claimed (on
@@ -221,18 +254,18 @@ func dbNow(job *Job, claimed time.Time) time.Time {
 }
 
 // execute runs one claimed job, claimed at claimed, and records its outcome.
+// It is the path of every job, kept lean: the run's state is one
+// allocation (run), and what follows a failure is a method of its own
+// (failed), so that execute's frame fits the stack a new goroutine starts
+// with (growing and copying that stack was 17% of the client's CPU per
+// job, BenchmarkClientOverhead).
 func (p *producer) execute(job *Job, claimed time.Time) {
 	c := p.client
-	// The job's logger, made on first use: most jobs log nothing, and With
-	// formats its attributes at once (6% of the client CPU profile of a
-	// 100-worker drain).
-	log := sync.OnceValue(func() *slog.Logger {
-		return c.log.With(slog.Int64("job_id", job.ID), slog.String("kind", job.Kind), slog.Int("attempt", job.Attempt))
-	})
+	r := &run{p: p, job: job}
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {
 		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
-		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, log())
+		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, r.log())
 		return
 	}
 	ctx, cancel := context.WithCancelCause(p.workCtx)
@@ -246,18 +279,18 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 	// The lease is kept alive until the outcome is written, not only while
 	// the handler runs: a completion may wait in the completer's queue, so
 	// on success the completer stops the heartbeat once it has written it.
-	stopBeat := p.heartbeat(job, cancel, log)
+	r.beat(cancel)
 	handedOver := false
 	defer func() {
 		if !handedOver {
-			stopBeat()
+			r.stop()
 		}
 	}()
 	result, err := call(ctx, h.fn, job)
 
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrLeaseLost) {
-		log().Warn("lease lost while running; outcome discarded")
+		r.log().Warn("lease lost while running; outcome discarded")
 		return
 	}
 	if err == nil {
@@ -267,18 +300,51 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 			merr = CheckResult(raw)
 		}
 		if merr == nil {
-			handedOver = c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}, stopBeat)
+			handedOver = c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}, r.stop)
 			if !handedOver {
-				log().Warn("client stopped before the completion was written; the lease will expire")
+				r.log().Warn("client stopped before the completion was written; the lease will expire")
 			}
 			return
 		}
 		err = Permanent(merr)
-	} else if errors.Is(cause, ErrShutdown) {
+	}
+	r.failed(h, claimed, err, cause, timeout)
+}
+
+// run is the state of one job's execution: its logger, made on first use
+// (most jobs log nothing, and With formats its attributes at once: 6% of
+// the client CPU profile of a 100-worker drain), and its heartbeat.
+type run struct {
+	p       *producer
+	job     *Job
+	logOnce sync.Once
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	stopped bool        // protected by mu
+	timer   *time.Timer // protected by mu
+	due     time.Time   // protected by mu
+	cancel  context.CancelCauseFunc
+}
+
+// log returns the job's logger.
+func (r *run) log() *slog.Logger {
+	r.logOnce.Do(func() {
+		r.logger = r.p.client.log.With(slog.Int64("job_id", r.job.ID), slog.String("kind", r.job.Kind), slog.Int("attempt", r.job.Attempt))
+	})
+	return r.logger
+}
+
+// failed records the outcome of an attempt that did not succeed (err,
+// with the handler's context ended by cause, after timeout if set):
+// released on shutdown, snoozed, or failed and retried by the policy.
+func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout time.Duration) {
+	p, c, job := r.p, r.p.client, r.job
+	if errors.Is(cause, ErrShutdown) {
 		rctx, cancelRelease := context.WithTimeout(context.Background(), storeCallTimeout)
 		defer cancelRelease()
 		if rerr := c.store.Release(rctx, job.ID, job.Token); rerr != nil && !errors.Is(rerr, ErrStaleToken) {
-			log().Warn("release on shutdown", slog.Any("error", rerr))
+			r.log().Warn("release on shutdown", slog.Any("error", rerr))
 		}
 		return
 	}
@@ -288,7 +354,7 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 		case bad != nil:
 			err = fmt.Errorf("%w (the handler returned: %w)", bad, err)
 		case job.Snoozes < c.cfg.MaxSnoozes:
-			p.writeSnooze(job, snooze.Delay, log())
+			p.writeSnooze(job, snooze.Delay, r.log())
 			return
 		default:
 			err = fmt.Errorf("job snoozed %d times, the limit (Config.MaxSnoozes), and asked to snooze again: %w", job.Snoozes, err)
@@ -312,7 +378,7 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 		}
 		retryAt = dbNow(job, claimed).Add(policy(job.Attempt))
 	}
-	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, log())
+	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, r.log())
 }
 
 // writeFailure records a failed attempt, retrying store errors for as
@@ -393,56 +459,58 @@ func marshalResult(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// heartbeat extends the job's lease every Lease/3 until stopped, which
-// happens once the job's outcome is written (or given up on), whether or
-// not the handler is still running. When the claim is gone it cancels the
-// handler with ErrLeaseLost and stops. stop may be called more than once
-// and does not wait: the completer stops thousands at a time, and an
-// extension that races a written outcome is refused as stale, harmlessly.
-func (p *producer) heartbeat(job *Job, cancel context.CancelCauseFunc, log func() *slog.Logger) (stop func()) {
-	// A timer rather than a goroutine with a ticker: most jobs end before
-	// their first extension, and a goroutine and a ticker per job were 11%
-	// of the client's CPU in a 100-worker drain. The extensions keep a
-	// ticker's schedule, every period from the claim, so a slow one does
-	// not push the next back.
-	lease := p.client.cfg.Lease
+// beat starts the heartbeat: it extends the job's lease every Lease/3
+// until stopped, which happens once the job's outcome is written (or
+// given up on), whether or not the handler is still running. When the
+// claim is gone it cancels the handler with ErrLeaseLost and stops.
+//
+// A timer rather than a goroutine with a ticker: most jobs end before
+// their first extension, and a goroutine and a ticker per job were 11% of
+// the client's CPU in a 100-worker drain. The extensions keep a ticker's
+// schedule, every period from the claim, so a slow one does not push the
+// next back.
+func (r *run) beat(cancel context.CancelCauseFunc) {
+	period := r.p.client.cfg.Lease / 3
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancel = cancel
+	r.due = time.Now().Add(period)
+	r.timer = time.AfterFunc(period, r.extend)
+}
+
+// extend is one beat of the heartbeat.
+func (r *run) extend() {
+	lease := r.p.client.cfg.Lease
 	period := lease / 3
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-		due     = time.Now().Add(period)
-	)
-	beat := func() {
-		ectx, cancelExtend := context.WithTimeout(context.Background(), period)
-		_, err := p.client.store.Extend(ectx, job.ID, job.Token, lease)
-		cancelExtend()
-		if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound) {
-			cancel(ErrLeaseLost)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		if err != nil {
-			log().Warn("extend lease", slog.Any("error", err))
-		}
-		// Like a ticker, skip what a slow extension missed.
-		due = due.Add(period)
-		if now := time.Now(); due.Before(now) {
-			due = now
-		}
-		t.Reset(time.Until(due))
+	ectx, cancelExtend := context.WithTimeout(context.Background(), period)
+	_, err := r.p.client.store.Extend(ectx, r.job.ID, r.job.Token, lease)
+	cancelExtend()
+	if errors.Is(err, ErrStaleToken) || errors.Is(err, ErrNotFound) {
+		r.cancel(ErrLeaseLost)
+		return
 	}
-	mu.Lock()
-	t = time.AfterFunc(period, beat)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
 	}
+	if err != nil {
+		r.log().Warn("extend lease", slog.Any("error", err))
+	}
+	// Like a ticker, skip what a slow extension missed.
+	r.due = r.due.Add(period)
+	if now := time.Now(); r.due.Before(now) {
+		r.due = now
+	}
+	r.timer.Reset(time.Until(r.due))
+}
+
+// stop ends the heartbeat. It may be called more than once and does not
+// wait: the completer stops thousands at a time, and an extension that
+// races a written outcome is refused as stale, harmlessly.
+func (r *run) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	r.timer.Stop()
 }

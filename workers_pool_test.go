@@ -1,0 +1,93 @@
+package readpast_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// TestWorkerGoroutines: a queue runs its jobs on at most MaxWorkers
+// goroutines, which it reuses from job to job, and which are all gone
+// once the client has stopped.
+func TestWorkerGoroutines(t *testing.T) {
+	ctx := context.Background()
+	s := newSQLiteStore(t)
+	const n, pool = 500, 8
+	params := make([]readpast.EnqueueParams, n)
+	for i := range params {
+		params[i] = readpast.EnqueueParams{Kind: "k"}
+	}
+	if _, err := s.Enqueue(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	var done, most atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		if g := int32(runtime.NumGoroutine()); g > most.Load() {
+			most.Store(g)
+		}
+		done.Add(1)
+		return nil, nil
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w, Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: pool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the jobs", func() bool { return done.Load() == n })
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Besides the workers, the client and the store run a few dozen
+	// goroutines at most (producer, completer writers, claims in flight,
+	// rescuer, scheduler, timers...); workers that were never reused nor
+	// ended would be hundreds.
+	if extra := int(most.Load()) - before; extra > pool+40 {
+		t.Fatalf("%d goroutines beyond the %d before the client started, for a pool of %d", extra, before, pool)
+	}
+	waitFor(t, 5*time.Second, "the workers to exit after Stop", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// TestHandlerGoexit: a handler that ends its goroutine (runtime.Goexit,
+// as t.FailNow does) frees its slot like any other: the queue goes on
+// with the next jobs, and Stop does not wait for it. Its job was never
+// completed, so it is still running, until its lease expires.
+func TestHandlerGoexit(t *testing.T) {
+	ctx := context.Background()
+	s := newSQLiteStore(t)
+	exits, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "exit", Priority: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("exit", func(ctx context.Context, job *readpast.Job) (any, error) {
+		runtime.Goexit()
+		return nil, nil
+	}, nil)
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		done.Add(1)
+		return nil, nil
+	}, nil)
+	c := startClient(t, s, readpast.Config{Workers: w, Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: 1}}})
+	waitFor(t, 5*time.Second, "the exiting job to be claimed", func() bool { return stateOf(t, s, exits[0].ID).State == readpast.StateRunning })
+	if _, err := c.Enqueue(ctx, readpast.EnqueueParams{Kind: "k"}, readpast.EnqueueParams{Kind: "k"}, readpast.EnqueueParams{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the jobs after it, on its one slot", func() bool { return done.Load() == 3 })
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Stop(stopCtx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if st := stateOf(t, s, exits[0].ID).State; st != readpast.StateRunning {
+		t.Fatalf("the job whose handler exited is %s, want running (until its lease expires)", st)
+	}
+}
