@@ -380,18 +380,10 @@ type batch struct {
 	idx    []int // positions in the caller's slice
 	ids    []int64
 	tokens []string // canonical (canonToken)
-}
-
-// uuids returns the tokens as the statements' uuid[] parameter takes
-// them: sent as text, pgx built an encode error for every element before
-// falling back (2-3% of a drain's client CPU).
-func (b batch) uuids() []pgtype.UUID {
-	us := make([]pgtype.UUID, len(b.tokens))
-	for k, tok := range b.tokens {
-		u, _ := uuid.Parse(tok) // canonical, so well-formed
-		us[k] = pgtype.UUID{Bytes: u, Valid: true}
-	}
-	return us
+	// uuids are the tokens as the statements' uuid[] parameter takes
+	// them: sent as text, pgx built an encode error for every element
+	// before falling back (2-3% of a drain's client CPU).
+	uuids []pgtype.UUID
 }
 
 // newBatch collects the acting entries of a batch of n: those that are the
@@ -399,44 +391,56 @@ func (b batch) uuids() []pgtype.UUID {
 // sorted by id. Entries with a malformed token go to malformed instead:
 // such a token is never current.
 func newBatch(first []int, entry func(i int) (int64, string)) (b, malformed batch) {
-	var order []int
+	type acting struct {
+		i  int
+		id int64
+		u  uuid.UUID
+	}
+	var order []acting
 	for i, f := range first {
 		if f != i {
 			continue
 		}
 		id, tok := entry(i)
-		if _, ok := canonToken(tok); !ok {
-			malformed.add(i, id, "")
+		u, err := uuid.Parse(tok)
+		if err != nil {
+			malformed.addMalformed(i, id)
 			continue
 		}
-		order = append(order, i)
+		order = append(order, acting{i, id, u})
 	}
-	slices.SortStableFunc(order, func(a, c int) int {
-		ia, _ := entry(a)
-		ic, _ := entry(c)
-		return cmp.Compare(ia, ic)
-	})
-	for _, i := range order {
-		id, tok := entry(i)
-		tok, _ = canonToken(tok)
-		b.add(i, id, tok)
+	slices.SortStableFunc(order, func(a, c acting) int { return cmp.Compare(a.id, c.id) })
+	b = batch{idx: make([]int, 0, len(order)), ids: make([]int64, 0, len(order)),
+		tokens: make([]string, 0, len(order)), uuids: make([]pgtype.UUID, 0, len(order))}
+	for _, e := range order {
+		b.add(e.i, e.id, e.u)
 	}
 	return b, malformed
 }
 
-func (b *batch) add(i int, id int64, token string) {
+// add appends entry i, for job id with token u.
+func (b *batch) add(i int, id int64, u uuid.UUID) {
 	b.idx = append(b.idx, i)
 	b.ids = append(b.ids, id)
-	b.tokens = append(b.tokens, token)
+	b.tokens = append(b.tokens, u.String())
+	b.uuids = append(b.uuids, pgtype.UUID{Bytes: u, Valid: true})
+}
+
+// addMalformed appends entry i, for job id with a malformed token.
+func (b *batch) addMalformed(i int, id int64) {
+	b.idx = append(b.idx, i)
+	b.ids = append(b.ids, id)
+	b.tokens = append(b.tokens, "")
+	b.uuids = append(b.uuids, pgtype.UUID{})
 }
 
 // explain settles the entries of b whose write matched nothing: nil when
 // the job already succeeded with that very token (a retried completion),
 // ErrStaleToken when the job exists, ErrNotFound otherwise.
-func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs []error, completing bool) error {
+func explain(ctx context.Context, q querier, b batch, done map[int64]string, errs []error, completing bool) error {
 	var missing []int64
 	for k, id := range b.ids {
-		if !done[pair{id, b.tokens[k]}] {
+		if tok, ok := done[id]; !ok || tok != b.tokens[k] {
 			missing = append(missing, id)
 		}
 	}
@@ -467,7 +471,7 @@ func explain(ctx context.Context, q querier, b batch, done map[pair]bool, errs [
 		return err
 	}
 	for k, id := range b.ids {
-		if done[pair{id, b.tokens[k]}] {
+		if tok, ok := done[id]; ok && tok == b.tokens[k] {
 			continue
 		}
 		w, ok := found[id]
@@ -501,7 +505,7 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 				results[k] = &str
 			}
 		}
-		done, err := pairSet(q.Query(ctx, stmt, mode, b.ids, b.uuids(), results))
+		done, err := actedOn(q.Query(ctx, stmt, mode, b.ids, b.uuids, results))
 		if err != nil {
 			return nil, opErr("complete", err)
 		}
@@ -567,7 +571,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := pairSet(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids(), msgs, stacks, retryAt, discard))
+			done, err := actedOn(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids, msgs, stacks, retryAt, discard))
 			if err != nil {
 				return nil, opErr("fail", err)
 			}
@@ -838,20 +842,22 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	return n, nil
 }
 
-// pairSet collects the (id, token) rows a Complete or Fail statement
-// returns for the entries that acted.
-func pairSet(rows pgx.Rows, err error) (map[pair]bool, error) {
+// actedOn collects the (id, token) rows a Complete or Fail statement
+// returns for the entries that acted: the token each job acted under, by
+// id (a statement acts on a job once at most: one row per id).
+func actedOn(rows pgx.Rows, err error) (map[int64]string, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	set := map[pair]bool{}
+	set := map[int64]string{}
 	for rows.Next() {
-		var p pair
-		if err := rows.Scan(&p.id, &p.token); err != nil {
+		var id int64
+		var token string
+		if err := rows.Scan(&id, &token); err != nil {
 			return nil, err
 		}
-		set[p] = true
+		set[id] = token
 	}
 	return set, rows.Err()
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 
+	"github.com/google/uuid"
+
 	"github.com/readpast/readpast"
 )
 
@@ -58,7 +60,7 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		// as others committed it.
 		errs := []error{nil}
 		var b batch
-		b.add(0, c.ID, tok)
+		b.add(0, c.ID, uuid.MustParse(tok)) // canonical: well-formed
 		if err := explain(ctx, s.pool, b, nil, errs, true); err != nil {
 			return opErr("complete", err)
 		}
