@@ -222,14 +222,62 @@ func (p *producer) start(r claimResult) {
 // worker runs t, then the jobs handed to it while idle, until the
 // producer stops.
 func (p *producer) worker(t task) {
+	w := &worker{base: context.WithoutCancel(p.workCtx)}
+	defer context.AfterFunc(p.workCtx, func() { w.abort(context.Cause(p.workCtx)) })()
 	for ok := true; ok; t, ok = <-p.work {
-		p.runTask(t)
+		p.runTask(w, t)
+	}
+}
+
+// worker cancels the context of the job it runs when workCtx ends. A
+// job's context is not a child of workCtx: a child registers with its
+// parent when made and unregisters when done, and with every job's
+// context a child of workCtx, the workers contended for its lock and its
+// map of children (13% of the client's CPU per job,
+// BenchmarkClientOverhead). Each worker registers once instead.
+type worker struct {
+	base context.Context // workCtx's values, without its cancellation
+
+	mu      sync.Mutex
+	cancel  context.CancelCauseFunc // the running job's; protected by mu
+	aborted error                   // workCtx's cause, once it ended; protected by mu
+}
+
+// jobContext returns the context of the worker's next job, cancelled
+// (with workCtx's cause) if workCtx has ended or ends, until release.
+func (w *worker) jobContext() (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(w.base)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.aborted != nil {
+		cancel(w.aborted)
+	}
+	w.cancel = cancel
+	return ctx, cancel
+}
+
+// release ends the job's context: the job is over.
+func (w *worker) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cancel(nil)
+	w.cancel = nil
+}
+
+// abort cancels the running job's context, and every later one's, with
+// cause.
+func (w *worker) abort(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.aborted = cause
+	if w.cancel != nil {
+		w.cancel(cause)
 	}
 }
 
 // runTask runs one job and tells the producer that its slot is free,
 // also if the handler ended its goroutine (runtime.Goexit).
-func (p *producer) runTask(t task) {
+func (p *producer) runTask(w *worker, t task) {
 	defer func() {
 		p.client.jobs.Done()
 		p.ended.Add(1)
@@ -238,7 +286,7 @@ func (p *producer) runTask(t task) {
 		default: // a wake-up is pending already
 		}
 	}()
-	p.execute(t.job, t.claimed)
+	p.execute(w, t.job, t.claimed)
 }
 
 // dbNow estimates the database's clock from a job claimed at claimed (on
@@ -253,13 +301,14 @@ func dbNow(job *Job, claimed time.Time) time.Time {
 	return job.StartedAt.Add(time.Since(claimed))
 }
 
-// execute runs one claimed job, claimed at claimed, and records its outcome.
+// execute runs one claimed job, claimed at claimed, on worker w, and
+// records its outcome.
 // It is the path of every job, kept lean: the run's state is one
 // allocation (run), and what follows a failure is a method of its own
 // (failed), so that execute's frame fits the stack a new goroutine starts
 // with (growing and copying that stack was 17% of the client's CPU per
 // job, BenchmarkClientOverhead).
-func (p *producer) execute(job *Job, claimed time.Time) {
+func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	c := p.client
 	r := &run{p: p, job: job}
 	h, ok := c.cfg.Workers.handlers[job.Kind]
@@ -268,8 +317,8 @@ func (p *producer) execute(job *Job, claimed time.Time) {
 		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, r.log())
 		return
 	}
-	ctx, cancel := context.WithCancelCause(p.workCtx)
-	defer cancel(nil)
+	ctx, cancel := w.jobContext()
+	defer w.release()
 	timeout := h.timeout(job, c.cfg.JobTimeout)
 	if timeout > 0 {
 		var stopTimeout context.CancelFunc

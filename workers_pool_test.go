@@ -91,3 +91,39 @@ func TestHandlerGoexit(t *testing.T) {
 		t.Fatalf("the job whose handler exited is %s, want running (until its lease expires)", st)
 	}
 }
+
+// startKey is a context key of TestHandlerContextValues.
+type startKey struct{}
+
+// TestHandlerContextValues: a handler's context carries the values of the
+// context Start was given (loggers, tracing), though not its cancellation.
+func TestHandlerContextValues(t *testing.T) {
+	s := newSQLiteStore(t)
+	got := make(chan any, 1)
+	w := readpast.NewWorkers()
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		got <- ctx.Value(startKey{})
+		return nil, nil
+	}, nil)
+	c, err := readpast.NewClient(s, readpast.Config{Workers: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithCancel(context.WithValue(context.Background(), startKey{}, "from Start"))
+	if err := c.Start(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // Start's context ending does not stop the client
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	if _, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if v != "from Start" {
+			t.Fatalf("the handler's context carries %v, want Start's value", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job never ran")
+	}
+}
