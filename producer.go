@@ -23,6 +23,7 @@ type producer struct {
 	workCtx context.Context // cancelled (cause ErrShutdown) when Stop gives up waiting
 
 	running int       // owned by the run goroutine
+	workers int       // worker goroutines; owned by the run goroutine
 	work    chan task // jobs for idle workers; closed when run returns
 	// ended counts the handlers that returned since the run goroutine
 	// last looked, and finished (capacity 1) tells it to look: a wake-up
@@ -147,6 +148,7 @@ func (p *producer) run(ctx context.Context) {
 		case <-poll.C:
 			more = true
 			signal++
+			p.retireIdle()
 		case <-p.finished:
 			p.running -= int(p.ended.Swap(0))
 			retry = nil
@@ -201,11 +203,12 @@ type task struct {
 
 // start runs the jobs of a claim, each on a worker goroutine: one that is
 // idle, or a new one. Workers stay for the next job rather than exit, so
-// each keeps the stack it grew: a goroutine a job, which grew and copied
-// its stack every time, took about 30% of the client's CPU per job
+// each keeps the stack it grew: with a goroutine a job, growing and
+// copying stacks was 17% of the client's CPU per job
 // (BenchmarkClientOverhead). There are never more workers than the most
-// jobs that ran at once, at most MaxWorkers; they exit when the producer
-// stops.
+// jobs that ran at once, at most MaxWorkers; idle ones are retired a half
+// at a time, every poll interval (retireIdle), and all exit when the
+// producer stops.
 func (p *producer) start(r claimResult) {
 	for _, j := range r.jobs {
 		p.running++
@@ -214,17 +217,32 @@ func (p *producer) start(r claimResult) {
 		select {
 		case p.work <- t:
 		default:
+			p.workers++
 			go p.worker(t)
 		}
 	}
 }
 
-// worker runs t, then the jobs handed to it while idle, until the
-// producer stops.
+// retireIdle ends half of the idle workers (rounded up), so that a burst
+// leaves no crowd of goroutines behind: one that is idle takes a task with
+// no job and exits.
+func (p *producer) retireIdle() {
+	for n := (p.workers - p.running + 1) / 2; n > 0; n-- {
+		select {
+		case p.work <- task{}:
+			p.workers--
+		default:
+			return // none idle after all: some are finishing a job
+		}
+	}
+}
+
+// worker runs t, then the jobs handed to it while idle, until it is
+// retired or the producer stops.
 func (p *producer) worker(t task) {
 	w := &worker{base: context.WithoutCancel(p.workCtx)}
 	defer context.AfterFunc(p.workCtx, func() { w.abort(context.Cause(p.workCtx)) })()
-	for ok := true; ok; t, ok = <-p.work {
+	for ok := true; ok && t.job != nil; t, ok = <-p.work {
 		p.runTask(w, t)
 	}
 }
@@ -233,8 +251,9 @@ func (p *producer) worker(t task) {
 // job's context is not a child of workCtx: a child registers with its
 // parent when made and unregisters when done, and with every job's
 // context a child of workCtx, the workers contended for its lock and its
-// map of children (13% of the client's CPU per job,
-// BenchmarkClientOverhead). Each worker registers once instead.
+// map of children (making and ending the jobs' contexts fell from 17% to
+// 8% of the client's CPU per job, BenchmarkClientOverhead). Each worker
+// registers once instead.
 type worker struct {
 	base context.Context // workCtx's values, without its cancellation
 
@@ -302,12 +321,10 @@ func dbNow(job *Job, claimed time.Time) time.Time {
 }
 
 // execute runs one claimed job, claimed at claimed, on worker w, and
-// records its outcome.
-// It is the path of every job, kept lean: the run's state is one
-// allocation (run), and what follows a failure is a method of its own
-// (failed), so that execute's frame fits the stack a new goroutine starts
-// with (growing and copying that stack was 17% of the client's CPU per
-// job, BenchmarkClientOverhead).
+// records its outcome. It is the path of every job, kept lean: the run's
+// state is one allocation (run), and what follows a failure is a method
+// of its own (failed), which keeps execute's frame small (496 bytes
+// instead of 1,072).
 func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	c := p.client
 	r := &run{p: p, job: job}
