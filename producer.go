@@ -373,8 +373,21 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 			return
 		}
 		err = Permanent(merr)
+	} else if errors.Is(cause, ErrShutdown) {
+		r.releaseJob()
+		return
 	}
 	r.failed(h, claimed, err, cause, timeout)
+}
+
+// releaseJob gives the job back for another worker: the client stopped
+// while its handler ran, and the handler returned an error.
+func (r *run) releaseJob() {
+	ctx, cancel := context.WithTimeout(context.Background(), storeCallTimeout)
+	defer cancel()
+	if err := r.p.client.store.Release(ctx, r.job.ID, r.job.Token); err != nil && !errors.Is(err, ErrStaleToken) {
+		r.log().Warn("release on shutdown", slog.Any("error", err))
+	}
 }
 
 // run is the state of one job's execution: its logger, made on first use
@@ -390,7 +403,9 @@ type run struct {
 	stopped bool        // protected by mu
 	timer   *time.Timer // protected by mu
 	due     time.Time   // protected by mu
-	cancel  context.CancelCauseFunc
+	// cancel ends the handler's context (ErrLeaseLost). beat sets it
+	// before it starts the timer, and it does not change after.
+	cancel context.CancelCauseFunc
 }
 
 // log returns the job's logger.
@@ -403,17 +418,9 @@ func (r *run) log() *slog.Logger {
 
 // failed records the outcome of an attempt that did not succeed (err,
 // with the handler's context ended by cause, after timeout if set):
-// released on shutdown, snoozed, or failed and retried by the policy.
+// snoozed, or failed and retried by the policy.
 func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout time.Duration) {
 	p, c, job := r.p, r.p.client, r.job
-	if errors.Is(cause, ErrShutdown) {
-		rctx, cancelRelease := context.WithTimeout(context.Background(), storeCallTimeout)
-		defer cancelRelease()
-		if rerr := c.store.Release(rctx, job.ID, job.Token); rerr != nil && !errors.Is(rerr, ErrStaleToken) {
-			r.log().Warn("release on shutdown", slog.Any("error", rerr))
-		}
-		return
-	}
 	var snooze *SnoozeError
 	if errors.As(err, &snooze) && !errors.Is(cause, ErrHandlerTimeout) {
 		switch bad := CheckSnooze(snooze.Delay); {

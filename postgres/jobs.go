@@ -367,12 +367,6 @@ func canonToken(t string) (string, bool) {
 	return u.String(), true
 }
 
-// pair is a (job id, token) pair of a Complete or Fail batch.
-type pair struct {
-	id    int64
-	token string
-}
-
 // batch is the part of a Complete or Fail batch that reaches the
 // database: each distinct (id, well-formed token) pair once, in id order,
 // so every statement locks job rows in the same order.
