@@ -414,7 +414,9 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	if ctx.Err() != nil || len(late) != lateN {
-		t.Fatalf("run did not finish: %d of %d jobs completed, %d of %d late jobs enqueued", done.Load(), total(), len(late), lateN)
+		t.Errorf("run did not finish: %d of %d jobs completed, %d of %d late jobs enqueued", done.Load(), total(), len(late), lateN)
+		reportUnfinished(t, h, s, append(jobs, late...))
+		t.FailNow()
 	}
 	checkHistory(t, s, append(jobs, late...), rec.events)
 
@@ -492,4 +494,48 @@ func testConcurrentGroups(t *testing.T, h Harness) {
 	}
 	t.Logf("%d jobs in %d groups + ungrouped (%d enqueued during the run), %d claimers: %d overlaps, %d FIFO inversions, %.0f jobs/s",
 		total(), groups, lateN, h.Claimers, overlaps, inversions, float64(total())/elapsed.Seconds())
+}
+
+// reportUnfinished logs the jobs of a run that did not finish, as stored
+// now, and the state of their groups: what a stuck run left behind.
+func reportUnfinished(t *testing.T, h Harness, s readpast.Store, jobs []*readpast.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stuck := map[string]bool{}
+	n := 0
+	for _, j := range jobs {
+		got, err := s.Get(ctx, j.ID)
+		if err != nil {
+			t.Logf("job %d: %v", j.ID, err)
+			continue
+		}
+		if got.State == readpast.StateSucceeded {
+			continue
+		}
+		if n++; n <= 20 {
+			t.Logf("unfinished: job %d queue %s group %v state %s attempt %d run_at %s lease %v priority %d", got.ID, got.Queue, groupName(got.Group), got.State, got.Attempt, got.RunAt.Format(time.RFC3339Nano), got.LeaseExpiresAt, got.Priority)
+		}
+		if got.Group != nil {
+			stuck[*got.Group] = true
+		}
+	}
+	t.Logf("%d jobs unfinished", n)
+	groups, err := h.Groups(ctx, s)
+	if err != nil {
+		t.Logf("groups: %v", err)
+		return
+	}
+	for _, g := range groups {
+		if stuck[g.Group] {
+			t.Logf("group of an unfinished job: %+v", g)
+		}
+	}
+}
+
+// groupName is a job's group for a log line.
+func groupName(g *string) string {
+	if g == nil {
+		return "-"
+	}
+	return *g
 }
