@@ -22,8 +22,12 @@ type producer struct {
 	wake    <-chan struct{}
 	workCtx context.Context // cancelled (cause ErrShutdown) when Stop gives up waiting
 
-	running int       // owned by the run goroutine
-	workers int       // worker goroutines; owned by the run goroutine
+	running int // owned by the run goroutine
+	// workers counts the worker goroutines started and not retired; owned
+	// by the run goroutine. One whose handler ended it (runtime.Goexit)
+	// stays counted: retireIdle then finds fewer idle than it reckons and
+	// stops at the first send no worker takes.
+	workers int
 	work    chan task // jobs for idle workers; closed when run returns
 	// ended counts the handlers that returned since the run goroutine
 	// last looked, and finished (capacity 1) tells it to look: a wake-up
