@@ -121,6 +121,8 @@ func TestCountsMigration(t *testing.T) {
 		"DROP TABLE readpast_job_tags",
 		"ALTER TABLE readpast_jobs DROP COLUMN tags, DROP COLUMN snoozes",
 		"ALTER TABLE readpast_jobs_history DROP COLUMN tags, DROP COLUMN snoozes",
+		// Schema 8 (the group rows' announce trigger) goes too.
+		"DROP FUNCTION readpast_announce_group CASCADE",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -536,6 +536,12 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // readpast.ErrStaleToken when the claim is no longer current. Until tx
 // ends it holds the job's row and, for a grouped job, its group's row:
 // claims pass that group over meanwhile, and SetGroupLimit on it waits.
+//
+// Run it in a READ COMMITTED transaction (PostgreSQL's default). The
+// group's next job is marked for claimers by a query that must see jobs
+// committed after tx began; under REPEATABLE READ or SERIALIZABLE it sees
+// tx's snapshot only, and a job that joined the group meanwhile can wait
+// for the group's next event (docs/architecture.md, "Concurrency groups").
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
 	errs, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
 	if err != nil {

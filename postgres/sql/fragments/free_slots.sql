@@ -2,7 +2,11 @@
 free_slots gives group slots back. It expects a CTE
     freeing (group_key text, n bigint)
 naming the groups whose running jobs this statement ended, and defines
-locked_groups, freed and (through announce_heads) announced.
+freed: those groups with their free slots. The groups' next jobs are
+marked by the trigger on readpast_groups (migrations/0008), at the end of
+the statement and with a snapshot taken after the rows were locked: this
+statement's own snapshot may predate a job whose mark a claim used up
+before the lock was granted.
 
 Lock order: the statement already holds the job rows it ended; the group
 rows come after them, in key order. Every statement that waits on group
@@ -28,5 +32,4 @@ freed AS (
     ON CONFLICT (group_key) DO UPDATE
     SET running = g.running - (SELECT f.n FROM freeing f WHERE f.group_key = excluded.group_key)
     RETURNING g.group_key, g.max_running - g.running AS free
-),
-{{template "announce_heads"}}{{end}}
+){{end}}
