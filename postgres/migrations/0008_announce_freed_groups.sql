@@ -24,12 +24,14 @@
 -- all its queries, so there the window stays open (docs/architecture.md,
 -- "Concurrency groups").
 --
--- It fires when a row update frees a slot (running down) or raises the
--- limit, and when a row is inserted with a slot free. Claims raise
--- running and pass over it; a claim that creates a row with slots left
--- marks those itself (sql/claim.sql, announced), and the trigger then
--- finds them marked. Per queue, the first of the group's first free (at
--- most 64) due pending jobs gets a mark unless it has one: the freeing
+-- It fires when an update of a group row leaves a slot free and freed
+-- one (running down) or raised the limit. Claims only raise running, so
+-- they never fire it. Inserted rows need none: a claim that creates a row
+-- marks what it leaves itself (sql/claim.sql, announced), and a row that
+-- SetGroupLimit (or free_slots' insert arm) creates belongs to a group
+-- that no claim has held since its row went, so no claim has used up its
+-- jobs' marks. Per queue, the first of the group's first free (at most
+-- 64) due pending jobs gets a mark unless it has one: the freeing
 -- statement may have marked it already (a job it made pending again).
 CREATE FUNCTION readpast_announce_group() RETURNS trigger
     LANGUAGE plpgsql VOLATILE
@@ -63,12 +65,8 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER readpast_groups_announce_update AFTER UPDATE ON readpast_groups
+CREATE TRIGGER readpast_groups_announce AFTER UPDATE ON readpast_groups
     FOR EACH ROW
     WHEN (NEW.running < NEW.max_running
           AND (NEW.running < OLD.running OR NEW.max_running > OLD.max_running))
-    EXECUTE FUNCTION readpast_announce_group();
-CREATE TRIGGER readpast_groups_announce_insert AFTER INSERT ON readpast_groups
-    FOR EACH ROW
-    WHEN (NEW.running < NEW.max_running)
     EXECUTE FUNCTION readpast_announce_group();
