@@ -89,3 +89,48 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompleteFreesGroups: one Complete of 100 jobs, each the running
+// job of its own group with a backlog, so each completion frees a slot
+// and the group rows' trigger (migrations/0008) marks the group's next
+// job: the cost of announcing freed groups, per batch.
+//
+//	go test -run '^$' -bench CompleteFreesGroups -benchtime 300x ./postgres/
+func BenchmarkCompleteFreesGroups(b *testing.B) {
+	ctx := context.Background()
+	s := newStore(b)
+	defer s.Close()
+	const groups = 100
+	ps := make([]readpast.EnqueueParams, 0, groups*(b.N+1))
+	for range b.N + 1 {
+		for g := range groups {
+			ps = append(ps, readpast.EnqueueParams{Kind: "k", Group: fmt.Sprint("g", g)})
+		}
+	}
+	for len(ps) > 0 {
+		n := min(len(ps), 10000)
+		if _, err := s.Enqueue(ctx, ps[:n]); err != nil {
+			b.Fatal(err)
+		}
+		ps = ps[n:]
+	}
+	if _, err := s.Pool().Exec(ctx, "VACUUM ANALYZE readpast_jobs, readpast_groups, readpast_group_ready"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: groups, Lease: time.Minute})
+		if err != nil || len(got) != groups {
+			b.Fatalf("claimed %d jobs, %v; want one of each of %d groups", len(got), err, groups)
+		}
+		cs := make([]readpast.Completion, len(got))
+		for i, j := range got {
+			cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+		}
+		b.StartTimer()
+		if _, err := s.Complete(ctx, cs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

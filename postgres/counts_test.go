@@ -122,7 +122,7 @@ func TestCountsMigration(t *testing.T) {
 		"ALTER TABLE readpast_jobs DROP COLUMN tags, DROP COLUMN snoozes",
 		"ALTER TABLE readpast_jobs_history DROP COLUMN tags, DROP COLUMN snoozes",
 		// Schema 8 (the group rows' announce trigger) goes too.
-		"DROP FUNCTION readpast_announce_group CASCADE",
+		"DROP FUNCTION readpast_announce_groups CASCADE",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
