@@ -67,24 +67,7 @@ func TestLateJobOfAFullGroupIsAnnounced(t *testing.T) {
 			finished := async(func() error { return f.finish(ctx, finisher.store, head[0]) })
 			finisher.waitBlocked()
 
-			late, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := claimWithin(t, "a claim while G is full", 2*time.Second, s, claimP("c", 10)); len(got) != 0 {
-				t.Fatalf("a claim while G is full took %d jobs", len(got))
-			}
-			finisher.open()
-			within(t, "the "+f.name, 5*time.Second, finished)
-
-			got := claimWithin(t, "a claim once G is free", 2*time.Second, s, claimP("d", 10))
-			if len(got) != 1 || got[0].ID != late[0].ID {
-				ids := make([]int64, len(got))
-				for i, j := range got {
-					ids[i] = j.ID
-				}
-				t.Fatalf("once G's slot was freed a claim took %v, want the late job %d", ids, late[0].ID)
-			}
+			lateJobIsTaken(t, s, finisher, "the "+f.name, finished)
 			checkGroups(t, s)
 		})
 	}
@@ -105,19 +88,31 @@ func TestLateJobIsAnnouncedWhenTheLimitRises(t *testing.T) {
 	set := async(func() error { return setter.store.SetGroupLimit(ctx, "G", 2) })
 	setter.waitBlocked()
 
-	late, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -1}})
+	lateJobIsTaken(t, s, setter, "SetGroupLimit", set)
+	checkGroups(t, s)
+}
+
+// lateJobIsTaken plays steps 3 to 5 of TestLateJobOfAFullGroupIsAnnounced
+// while st holds what, the call behind done, before group G's row: a late
+// job joins G and a claim finds G full; then what goes on, and the next
+// claim must take the late job.
+func lateJobIsTaken(t *testing.T, s *postgres.Store, st *stall, what string, done <-chan error) {
+	t.Helper()
+	late, err := s.Enqueue(context.Background(), []readpast.EnqueueParams{{Kind: "k", Group: "G", Priority: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := claimWithin(t, "a claim while G is full", 2*time.Second, s, claimP("c", 10)); len(got) != 0 {
 		t.Fatalf("a claim while G is full took %d jobs", len(got))
 	}
-	setter.open()
-	within(t, "SetGroupLimit", 5*time.Second, set)
-
-	got := claimWithin(t, "a claim once G's limit rose", 2*time.Second, s, claimP("d", 10))
+	st.open()
+	within(t, what, 5*time.Second, done)
+	got := claimWithin(t, "a claim after "+what, 2*time.Second, s, claimP("d", 10))
 	if len(got) != 1 || got[0].ID != late[0].ID {
-		t.Fatalf("once G's limit rose a claim took %d jobs, want the late job %d", len(got), late[0].ID)
+		ids := make([]int64, len(got))
+		for i, j := range got {
+			ids[i] = j.ID
+		}
+		t.Fatalf("after %s a claim took %v, want the late job %d", what, ids, late[0].ID)
 	}
-	checkGroups(t, s)
 }
