@@ -9,16 +9,10 @@ import (
 	"github.com/readpast/readpast/postgres"
 )
 
-// slotFreers are the ways of ending a running job that leave its group a
-// free slot without a due job of their own to mark: beyond finishers
-// (sql/complete.sql, cancel.sql, fail.sql, rescue.sql, release.sql), a
-// failure with a later retry, one that discards the job, a snooze and a
-// bulk cancel.
-var slotFreers = append(finishers[:len(finishers):len(finishers)], []struct {
-	name   string
-	lease  time.Duration
-	finish func(ctx context.Context, s *postgres.Store, j *readpast.Job) error
-}{
+// slotFreers are the finishers and the other ways of ending a running
+// job that give its group slot back: a failure with a later retry, one
+// that discards the job, a snooze and a bulk cancel.
+var slotFreers = append(finishers[:len(finishers):len(finishers)], []finisher{
 	{"fail with a later retry", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
 		return first(s.Fail(ctx, []readpast.Failure{{ID: j.ID, Token: j.Token, Message: "x", RetryAt: time.Now().Add(time.Hour)}}))
 	}},

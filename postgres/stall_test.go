@@ -440,14 +440,17 @@ func TestGroupLimitUnderInterleavings(t *testing.T) {
 	}
 }
 
-// finishers are the statements that end a running job and give its group
-// slot back: each locks the job row, then the group row.
-var finishers = []struct {
+// A finisher ends a running job j and gives its group slot back.
+type finisher struct {
 	name string
 	// lease is the claim's lease: rescue needs one that expires.
 	lease  time.Duration
 	finish func(ctx context.Context, s *postgres.Store, j *readpast.Job) error
-}{
+}
+
+// finishers are the statements that end a running job and give its group
+// slot back: each locks the job row, then the group row.
+var finishers = []finisher{
 	{"complete", time.Minute, func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
 		return first(s.Complete(ctx, []readpast.Completion{{ID: j.ID, Token: j.Token}}))
 	}},
