@@ -89,6 +89,7 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 // BulkRetry retries the failed and cancelled jobs f matches
 // (sql/bulk_retry.sql), in batches.
 func (s *Store) BulkRetry(ctx context.Context, f readpast.JobFilter) (int, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	return s.bulk(ctx, "bulk retry", readpast.BulkRetryAction, bulkRetrySQL, f)
 }
 

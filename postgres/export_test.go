@@ -90,3 +90,18 @@ const EnqueueWriters = enqueueWriters
 // OnVacuum makes s's Tidy call f after each vacuum, before it judges the
 // vacuum's outcome. Set it before Tidy runs.
 func OnVacuum(s *Store, f func(table string)) { s.tidy.vacuumed = f }
+
+// SetClaimFullEvery sets how often s's claims start at the head of the
+// claim order at the least, in place of fullInterval (claimfrom.go).
+func SetClaimFullEvery(s *Store, d time.Duration) {
+	s.claimFrom.mu.Lock()
+	defer s.claimFrom.mu.Unlock()
+	s.claimFrom.fullEvery = d
+}
+
+// ClaimFromSlack is how far before the last job claimed a positioned claim
+// starts (claimfrom.go).
+const ClaimFromSlack = claimFromSlack
+
+// FullInterval is fullInterval (claimfrom.go).
+var FullInterval = fullInterval

@@ -226,6 +226,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 		out, err = s.enq.enqueue(ctx, cols)
 	}
 	if err == nil && len(out) > 0 {
+		s.claimFrom.enqueued(out)
 		s.hub.Broadcast()
 	}
 	return out, err
@@ -234,6 +235,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 // EnqueueTx inserts jobs inside the caller's transaction: they exist if and
 // only if tx commits. Workers are woken when it commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	defer s.claimFrom.ahead() // its jobs' run_at is tx's start (claimfrom.go)
 	return enqueue(ctx, tx, jobs, true)
 }
 
@@ -265,8 +267,17 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token)
+	began := time.Now()
+	var from [3]any // the position the claim starts after: NULLs for the head
+	at, positioned := s.claimFrom.start(p.Queues, began)
+	if positioned {
+		from = [3]any{int32(at.priority), at.runAt, at.id}
+	}
+	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, from[:]...)
 	conn.Release()
+	if err == nil {
+		s.claimFrom.claimed(p.Queues, positioned, began, jobs)
+	}
 	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
@@ -276,13 +287,14 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	return jobs, err
 }
 
-// claim runs stmt, sql/claim.sql or its routine (claimRoutine.call), on q
+// claim runs stmt, sql/claim.sql or its routine (claimRoutine.call, whose
+// three more arguments are the position it starts after, claimfrom.go), on q
 // in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
 // with the actual parameters every time, or the routine's call, whose
 // statement each server session plans once (see routines.go).
-func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
-	rows, err := q.Query(ctx, stmt, mode,
-		p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token)
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) ([]*readpast.Job, error) {
+	args := append([]any{mode, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token}, more...)
+	rows, err := q.Query(ctx, stmt, args...)
 	if err != nil {
 		return nil, opErr("claim", err)
 	}
@@ -553,6 +565,7 @@ func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion
 // Fail records failed attempts in one statement. Each (id, token) pair
 // acts once; a repeat finds the claim ended (readpast.ErrStaleToken).
 func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	if len(fs) == 0 {
 		return nil, nil
 	}
@@ -614,6 +627,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 // Release gives a running job back unworked: pending at once, its attempt
 // not counted, its group slot freed.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	tok, ok := canonToken(token)
 	if !ok {
 		return s.staleOrMissing(ctx, id)
@@ -635,6 +649,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 // Snooze puts a running job back to pending at now+d, its attempt not
 // counted, its snoozes one more, its group slot freed (sql/snooze.sql).
 func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Duration) error {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	if err := readpast.CheckSnooze(d); err != nil {
 		return err
 	}
@@ -681,6 +696,7 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // holds it, Retry changes nothing and returns readpast.ErrInvalidState
 // naming the holder.
 func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, retrySQL, id)) })
 	if errors.Is(err, pgx.ErrNoRows) {
 		old, gerr := s.Get(ctx, id)
@@ -794,6 +810,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 		return 0, opErr("rescue", err)
 	}
 	if n > 0 {
+		s.claimFrom.ahead() // rescued jobs are pending at their old place (claimfrom.go)
 		s.hub.Broadcast()
 	}
 	return n, nil
@@ -904,6 +921,7 @@ func (s *Store) PauseQueue(ctx context.Context, queue string) error {
 
 // ResumeQueue lets claims take queue's jobs again.
 func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	if err := readpast.CheckQueue(queue); err != nil {
 		return err
 	}

@@ -19,34 +19,37 @@ var sqlFiles embed.FS
 
 // The statements.
 var (
-	enqueueSQL         = mustStatement("enqueue")
-	claimSQL           = mustStatement("claim")
-	claimUngroupedSQL  = mustStatement("claim_ungrouped")
-	completeSQL        = mustStatement("complete")
-	failSQL            = mustStatement("fail")
-	rescueSQL          = mustStatement("rescue")
-	extendSQL          = mustStatement("extend")
-	releaseSQL         = mustStatement("release")
-	cancelSQL          = mustStatement("cancel")
-	retrySQL           = mustStatement("retry")
-	getSQL             = mustStatement("get")
-	listSQL            = mustStatement("list")
-	listTagSQL         = mustStatement("list_tag")
-	snoozeSQL          = mustStatement("snooze")
-	bulkCancelSQL      = mustStatement("bulk_cancel")
-	bulkRetrySQL       = mustStatement("bulk_retry")
-	bulkDeleteSQL      = mustStatement("bulk_delete")
-	statsSQL           = mustStatement("stats")
-	pruneSQL           = mustStatement("prune")
-	pruneGroupsSQL     = mustStatement("prune_groups")
-	setGroupLimitSQL   = mustStatement("set_group_limit")
-	tokenStatesSQL     = mustStatement("token_states")
-	endClaimSessionSQL = mustStatement("end_claim_session")
-	pauseQueueSQL      = mustStatement("pause_queue")
-	resumeQueueSQL     = mustStatement("resume_queue")
-	pausedQueuesSQL    = mustStatement("paused_queues")
-	deadRowsSQL        = mustStatement("dead_rows")
-	foldCountsSQL      = mustStatement("fold_counts")
+	enqueueSQL        = mustStatement("enqueue")
+	claimSQL          = mustStatement("claim")
+	claimUngroupedSQL = mustStatement("claim_ungrouped")
+	// claimUngroupedFromSQL is claim_ungrouped starting after a position
+	// in claim order (claimfrom.go).
+	claimUngroupedFromSQL = mustStatementWith("claim_ungrouped", "from")
+	completeSQL           = mustStatement("complete")
+	failSQL               = mustStatement("fail")
+	rescueSQL             = mustStatement("rescue")
+	extendSQL             = mustStatement("extend")
+	releaseSQL            = mustStatement("release")
+	cancelSQL             = mustStatement("cancel")
+	retrySQL              = mustStatement("retry")
+	getSQL                = mustStatement("get")
+	listSQL               = mustStatement("list")
+	listTagSQL            = mustStatement("list_tag")
+	snoozeSQL             = mustStatement("snooze")
+	bulkCancelSQL         = mustStatement("bulk_cancel")
+	bulkRetrySQL          = mustStatement("bulk_retry")
+	bulkDeleteSQL         = mustStatement("bulk_delete")
+	statsSQL              = mustStatement("stats")
+	pruneSQL              = mustStatement("prune")
+	pruneGroupsSQL        = mustStatement("prune_groups")
+	setGroupLimitSQL      = mustStatement("set_group_limit")
+	tokenStatesSQL        = mustStatement("token_states")
+	endClaimSessionSQL    = mustStatement("end_claim_session")
+	pauseQueueSQL         = mustStatement("pause_queue")
+	resumeQueueSQL        = mustStatement("resume_queue")
+	pausedQueuesSQL       = mustStatement("paused_queues")
+	deadRowsSQL           = mustStatement("dead_rows")
+	foldCountsSQL         = mustStatement("fold_counts")
 
 	enqueueUniqueSQL = mustStatement("enqueue_unique")
 	uniqueStaleSQL   = mustStatement("unique_stale")
@@ -80,15 +83,19 @@ var fragments = template.Must(template.New("fragments").ParseFS(sqlFiles, "sql/f
 // mustStatement renders sql/name.sql with the shared fragments. It panics
 // on an error: the files are compiled in, so an error is a bug that every
 // test run shows at once.
-func mustStatement(name string) string {
-	s, err := renderStatement(name)
+func mustStatement(name string) string { return mustStatementWith(name, nil) }
+
+// mustStatementWith is mustStatement with data for the template (a
+// constant of this package, never input).
+func mustStatementWith(name string, data any) string {
+	s, err := renderStatement(name, data)
 	if err != nil {
 		panic(err)
 	}
 	return s
 }
 
-func renderStatement(name string) (string, error) {
+func renderStatement(name string, data any) (string, error) {
 	src, err := sqlFiles.ReadFile("sql/" + name + ".sql")
 	if err != nil {
 		return "", err
@@ -98,7 +105,7 @@ func renderStatement(name string) (string, error) {
 		return "", fmt.Errorf("postgres: statement %s: %w", name, err)
 	}
 	var b strings.Builder
-	if err := t.Execute(&b, nil); err != nil {
+	if err := t.Execute(&b, data); err != nil {
 		return "", fmt.Errorf("postgres: statement %s: %w", name, err)
 	}
 	return b.String(), nil

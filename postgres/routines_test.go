@@ -57,10 +57,16 @@ type querier interface {
 }
 
 // callClaim calls the claim routine on q for up to limit jobs of queue
-// and returns the ids claimed.
-func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit int) []int64 {
+// and returns the ids claimed. Given a position in claim order (priority,
+// run_at, id), the claim starts after it (postgres/claimfrom.go);
+// without one, at the head.
+func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit int, from ...any) []int64 {
 	t.Helper()
-	rows, err := q.Query(ctx, postgres.ClaimCall, []string{queue}, "w", int64(limit), time.Minute.Microseconds(), uuid.NewString())
+	if from == nil {
+		from = []any{nil, nil, nil}
+	}
+	args := append([]any{[]string{queue}, "w", int64(limit), time.Minute.Microseconds(), uuid.NewString()}, from...)
+	rows, err := q.Query(ctx, postgres.ClaimCall, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,10 +132,13 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer session.Close(ctx)
-	claim := func(tx pgx.Tx, queue string, limit int) []int64 {
+	claim := func(tx pgx.Tx, queue string, limit int, from ...any) []int64 {
 		t.Helper()
-		return callClaim(ctx, t, tx, queue, limit)
+		return callClaim(ctx, t, tx, queue, limit, from...)
 	}
+	// A position before every job: the claim that starts after it takes
+	// what one from the head would.
+	start := []any{int32(-1000), time.Unix(0, 0), int64(0)}
 	tokens := func(tx pgx.Tx, ids []int64) []string {
 		t.Helper()
 		var toks []string
@@ -154,17 +163,21 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The claim routine plans each of its two statements when it first
+	// The claim routine plans each of its three statements when it first
 	// runs it (sql/routines/claim.sql): the ungrouped one for a queue
-	// without a ready group, the whole claim for one with. One grouped
-	// job, whose mark sends the claim of "g" down the second, makes both
-	// plans here, on tables as good as empty.
+	// without a ready group, from the head or after a position, and the
+	// whole claim for one with. One grouped job, whose mark sends the
+	// claim of "g" down the last, makes all three plans here, on tables
+	// as good as empty.
 	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "g", Group: "seed"}}); err != nil {
 		t.Fatal(err)
 	}
 	inTx(func(tx pgx.Tx) {
 		if ids := claim(tx, "u", 10); len(ids) != 0 {
 			t.Fatalf("claimed %v from an empty queue", ids)
+		}
+		if ids := claim(tx, "u", 10, start...); len(ids) != 0 {
+			t.Fatalf("claimed %v from an empty queue, after a position", ids)
 		}
 		if ids := claim(tx, "g", 10); len(ids) != 1 {
 			t.Fatalf("claimed %v from a queue of one grouped job", ids)
@@ -218,11 +231,17 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 	})
 	inTx(func(tx pgx.Tx) {
 		before := readsOf(ctx, t, tx)
+		more := claim(tx, "u", 10, start...)
+		check("claim of ungrouped jobs after a position", readsOf(ctx, t, tx).minus(before))
+		ungrouped = append(ungrouped, more...)
+	})
+	inTx(func(tx pgx.Tx) {
+		before := readsOf(ctx, t, tx)
 		grouped = claim(tx, "g", 10)
 		check("claim of grouped jobs", readsOf(ctx, t, tx).minus(before))
 	})
-	if len(ungrouped) != 10 || len(grouped) != 10 {
-		t.Fatalf("claimed %d ungrouped and %d grouped jobs, want 10 and 10", len(ungrouped), len(grouped))
+	if len(ungrouped) != 20 || len(grouped) != 10 {
+		t.Fatalf("claimed %d ungrouped and %d grouped jobs, want 20 and 10", len(ungrouped), len(grouped))
 	}
 	ids := append(append([]int64{}, ungrouped...), grouped...)
 	inTx(func(tx pgx.Tx) {
@@ -375,13 +394,21 @@ func TestRoutinesNeverJIT(t *testing.T) {
 		}
 	}
 	var ids []int64
-	for _, q := range []string{"u", "g"} {
-		claimed := callClaim(ctx, t, session, q, 10)
+	for _, c := range []struct {
+		what, queue string
+		limit       int
+		from        []any
+	}{
+		{"claim of queue u", "u", 5, nil},
+		{"claim of queue u after a position", "u", 5, []any{int32(-1000), time.Unix(0, 0), int64(0)}},
+		{"claim of queue g", "g", 10, nil},
+	} {
+		claimed := callClaim(ctx, t, session, c.queue, c.limit, c.from...)
 		if len(claimed) == 0 {
-			t.Fatalf("claimed nothing from queue %s", q)
+			t.Fatalf("%s: claimed nothing", c.what)
 		}
 		ids = append(ids, claimed...)
-		nested("claim of queue " + q)
+		nested(c.what)
 	}
 	slices.SortFunc(ids, cmp.Compare) // a completion's jobs are sent in id order
 	var toks []string

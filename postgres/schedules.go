@@ -177,6 +177,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]rea
 
 // FireSchedule fires one tick in one statement (sql/schedule_fire.sql).
 func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *readpast.Job, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	var (
 		fired bool
 		id    *int64

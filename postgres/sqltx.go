@@ -14,6 +14,7 @@ import (
 // pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib), which passes
 // the statement's array parameters through.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	if len(jobs) == 0 {
 		return nil, nil
 	}

@@ -12,7 +12,12 @@
 -- not seen, as claim.sql does not see one committed after its own
 -- snapshot: its group's jobs go to the next claim. This statement never
 -- takes a grouped job, so no group limit depends on the check.
-WITH {{template "claim_start"}},
+--
+-- Rendered with "from" (claimUngroupedFromSQL), it starts after the
+-- position ($6, $7, $8) in claim order instead of at the head: the
+-- remembered position of postgres/claimfrom.go, which keeps a claim from
+-- walking the index entries of the jobs claimed before it.
+WITH {{template "claim_start" .}},
 picked AS (
     SELECT id, group_key FROM ungrouped
     ORDER BY priority, run_at, id

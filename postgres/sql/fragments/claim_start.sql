@@ -8,6 +8,11 @@ defines
         group_key text): per open queue, its first $3 pending ungrouped
         jobs that are due, in claim order, locked FOR UPDATE SKIP LOCKED
         (group_key is NULL, so that the rows line up with grouped ones).
+Given non-empty data (claim_ungrouped.sql passes its own, which queries.go
+sets to "from" for claimUngroupedFromSQL), ungrouped starts after the position
+($6 priority, $7 run_at, $8 id) in claim order instead of at its head: the
+row comparison is an index condition, so the scan begins there and never
+reads the index entries before it (see postgres/claimfrom.go).
 */}}{{define "claim_start"}}
 open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
@@ -20,6 +25,9 @@ ungrouped AS (
         SELECT id, priority, run_at
         FROM readpast_jobs
         WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
+        {{- if .}}
+          AND (priority, run_at, id) > ($6::integer, $7::timestamptz, $8::bigint)
+        {{- end}}
         ORDER BY priority, run_at, id
         LIMIT $3
         FOR UPDATE SKIP LOCKED

@@ -3,7 +3,10 @@ and its body. When no group of the queues $1 has a due ready mark, the
 claim's group branches would find nothing: it sends the ungrouped branch
 alone (sql/claim_ungrouped.sql, a plan of 20 nodes instead of
 sql/claim.sql's 86), and sql/claim.sql otherwise. The check reads the
-marks' claim-order index (queue first) up to the first due mark. */}}{{define "signature"}}(text[], text, bigint, bigint, uuid)
+marks' claim-order index (queue first) up to the first due mark. Given a
+position ($6 priority, $7 run_at, $8 id, all NULL for none), the ungrouped
+claim starts after it (sql/claim_ungrouped.sql rendered "from";
+postgres/claimfrom.go says when the store sends one). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz, bigint)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer,
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
@@ -12,7 +15,10 @@ RETURNS TABLE (
 {{define "body"}}IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= now()) THEN
 RETURN QUERY
 {{.Body}};
-ELSE
+ELSIF $6 IS NULL THEN
 RETURN QUERY
 {{.Ungrouped}};
+ELSE
+RETURN QUERY
+{{.UngroupedFrom}};
 END IF;{{end}}

@@ -1,0 +1,234 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/storetest/pgharness"
+)
+
+// TestClaimAfterAPositionSkipsTheWalk: with a snapshot held open, the
+// index entries of claimed jobs stay at the head of the claim order, and a
+// claim from the head fetches every one of them; a claim that starts
+// after the last claimed job (the claim routine given a position,
+// postgres/claimfrom.go) fetches about as many rows as it takes. It
+// fails if the position is a filter rather than where the index scan
+// starts.
+func TestClaimAfterAPositionSkipsTheWalk(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := pgharness.Open(t, url)
+	defer s.Close()
+	const jobs, done, limit = 3000, 2000, 20
+	ps := make([]readpast.EnqueueParams, jobs)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "q"}
+	}
+	if _, err := s.Enqueue(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	held := holdSnapshot(ctx, t, url)
+	defer held.Close(ctx)
+	var last *readpast.Job
+	for n := 0; n < done; n += 100 {
+		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 100, Lease: time.Minute})
+		if err != nil || len(got) != 100 {
+			t.Fatalf("claim: %d jobs, %v", len(got), err)
+		}
+		completeAll(ctx, t, s, got)
+		last = got[len(got)-1]
+	}
+
+	session, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(ctx)
+	// Index entries read from the claim index, dead ones included
+	// (idx_tup_fetch counts live rows only), as the session's flushed
+	// statistics show them.
+	entriesRead := func() int64 {
+		t.Helper()
+		var n int64
+		for _, q := range []string{"SELECT pg_stat_force_next_flush()", "SELECT pg_stat_clear_snapshot()"} {
+			if _, err := session.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := session.QueryRow(ctx, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'readpast_jobs_claim'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	fetched := func(from ...any) (int64, []int64) {
+		t.Helper()
+		before := entriesRead()
+		tx, err := session.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := callClaim(ctx, t, tx, "q", limit, from...)
+		if err := tx.Rollback(ctx); err != nil { // the jobs stay pending for the next call
+			t.Fatal(err)
+		}
+		return entriesRead() - before, ids
+	}
+	headReads, headIDs := fetched()
+	fromReads, fromIDs := fetched(int32(last.Priority), last.RunAt, last.ID)
+	t.Logf("a claim of %d from the head read %d entries of the claim index, from the position %d", limit, headReads, fromReads)
+	if !slices.Equal(headIDs, fromIDs) || len(headIDs) != limit {
+		t.Fatalf("from the head the claim took %v, after the position %v: want the same %d jobs", headIDs, fromIDs, limit)
+	}
+	if headReads < done {
+		t.Fatalf("a claim from the head read %d index entries, fewer than the %d claimed jobs a held snapshot keeps: the test shows nothing", headReads, done)
+	}
+	if fromReads > 4*limit {
+		t.Fatalf("a claim after the position read %d index entries for %d jobs: it walked the claimed jobs' entries", fromReads, limit)
+	}
+}
+
+// TestClaimPositionAndWhatLiesAheadOfIt: a store's claims of one queue
+// start after its last claimed job (postgres/claimfrom.go), so a job that
+// another process puts ahead of that position waits for the next claim
+// from the head, which comes at least every claimFullEvery; one within
+// the slack before the position is taken at once; and whatever this store
+// itself puts ahead (an enqueue, a release) is taken by its next claim.
+func TestClaimPositionAndWhatLiesAheadOfIt(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	a := pgharness.Open(t, url) // the claimer
+	defer a.Close()
+	b := pgharness.Open(t, url) // another process
+	defer b.Close()
+	postgres.SetClaimFullEvery(a, time.Hour)
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var ps []readpast.EnqueueParams
+	for i := range 10 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		ps = append(ps, readpast.EnqueueParams{Kind: "k", Queue: "q", RunAt: at})
+	}
+	queued, err := a.Enqueue(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(s *postgres.Store, n int) []int64 {
+		t.Helper()
+		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: n, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, j := range got {
+			ids = append(ids, j.ID)
+		}
+		return ids
+	}
+	enqueue := func(s *postgres.Store, priority int, at time.Time) int64 {
+		t.Helper()
+		j, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "q", Priority: priority, RunAt: at}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j[0].ID
+	}
+	want := func(what string, got []int64, ids ...int64) {
+		t.Helper()
+		if !slices.Equal(got, ids) {
+			t.Fatalf("%s: claimed %v, want %v", what, got, ids)
+		}
+	}
+	want("the first claim, from the head", claim(a, 3), queued[0].ID, queued[1].ID, queued[2].ID)
+
+	// Ahead of the position, by another process: the next claim starts
+	// after the position and does not see them.
+	urgent := enqueue(b, -1, t0.Add(time.Hour))
+	early := enqueue(b, 0, t0.Add(-time.Minute))
+	want("a claim after the position", claim(a, 1), queued[3].ID)
+	// Within the slack before the position (its run_at just before the
+	// last claimed job's): taken at once, in claim order.
+	near := enqueue(b, 0, queued[3].RunAt.Add(-postgres.ClaimFromSlack/2))
+	want("a claim after the position, with a job within the slack", claim(a, 2), near, queued[4].ID)
+
+	// The full claim comes within claimFullEvery and takes them in claim
+	// order.
+	postgres.SetClaimFullEvery(a, time.Millisecond)
+	time.Sleep(2 * time.Millisecond)
+	want("the full claim", claim(a, 3), urgent, early, queued[5].ID)
+
+	// What this store puts ahead of its own position is seen at once.
+	postgres.SetClaimFullEvery(a, time.Hour)
+	want("a claim after the position", claim(a, 1), queued[6].ID)
+	mine := enqueue(a, -1, t0.Add(time.Hour))
+	want("after this store enqueued ahead of its position", claim(a, 1), mine)
+	// Jobs 7 and 8 are a second apart: released, 7 lies ahead of the
+	// position (8) by more than the slack.
+	got, err := a.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 2, Lease: time.Minute})
+	if err != nil || len(got) != 2 || got[0].ID != queued[7].ID {
+		t.Fatalf("claim: %v, %v; want jobs %d and %d", got, err, queued[7].ID, queued[8].ID)
+	}
+	if err := a.Release(ctx, got[0].ID, got[0].Token); err != nil {
+		t.Fatal(err)
+	}
+	want("a claim after this store released a job", claim(a, 1), queued[7].ID)
+}
+
+// holdSnapshot opens a session on url that holds a snapshot until closed,
+// as a report or a session idle in transaction would.
+func holdSnapshot(ctx context.Context, t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT count(*) FROM readpast_jobs"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			conn.Close(ctx)
+			t.Fatal(err)
+		}
+	}
+	return conn
+}
+
+// completeAll completes jobs, each with its own token.
+func completeAll(ctx context.Context, t *testing.T, s *postgres.Store, jobs []*readpast.Job) {
+	t.Helper()
+	cs := make([]readpast.Completion, len(jobs))
+	for i, j := range jobs {
+		cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+	}
+	errs, err := s.Complete(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range errs {
+		if e != nil {
+			t.Fatal(e)
+		}
+	}
+}
+
+// TestFullClaimInterval: a full claim comes at least every second, or, when
+// full claims are slow (a held snapshot keeps many entries ahead), every
+// 20 times as long as the last one took, up to 10 seconds, so that they
+// cost at most about a twentieth of the claimer's time.
+func TestFullClaimInterval(t *testing.T) {
+	for _, c := range []struct{ took, want time.Duration }{
+		{0, time.Second},
+		{10 * time.Millisecond, time.Second},
+		{50 * time.Millisecond, time.Second},
+		{100 * time.Millisecond, 2 * time.Second},
+		{300 * time.Millisecond, 6 * time.Second},
+		{2 * time.Second, 10 * time.Second},
+	} {
+		if got := postgres.FullInterval(c.took); got != c.want {
+			t.Errorf("a full claim took %v: the next one within %v, want %v", c.took, got, c.want)
+		}
+	}
+}
