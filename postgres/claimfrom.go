@@ -191,3 +191,61 @@ func (c *claimFrom) ahead() {
 		q.fullAt = time.Time{}
 	}
 }
+
+// The lease-expiry scan (RescueExpired, every 250 ms from RunRescuer)
+// reads the lease index from its oldest entry up to now(), and the
+// entries of finished jobs whose lease would have expired stay there while
+// a snapshot older than them is open: with the default 30 s lease, once a
+// snapshot has been held for longer than a lease, every scan walked the
+// jobs claimed more than a lease ago. So the store remembers where its
+// last complete scan stood (the server's now(), less rescueFromSlack) and
+// reads only the entries after it: a lease that expired before that was
+// seen expired by that scan, and ended, unless its row was locked by
+// another transaction that then left it running (a completion rolled
+// back), or its claim committed more than a lease plus rescueFromSlack
+// after it read the clock. For those, a full scan runs as often as a full
+// claim does (fullInterval).
+const rescueFromSlack = time.Second
+
+// rescueFrom is where the store's next lease-expiry scan starts.
+type rescueFrom struct {
+	mu       sync.Mutex
+	after    time.Time // scans read the leases that expired after this
+	fullAt   time.Time // when the last full scan began
+	fullTook time.Duration
+	// fullEvery, when set (by tests), replaces fullInterval.
+	fullEvery time.Duration
+}
+
+// start says where a scan beginning at now starts: after the returned
+// lease expiry, or at the oldest (ok false).
+func (r *rescueFrom) start(now time.Time) (after time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	every := r.fullEvery
+	if every == 0 {
+		every = fullInterval(r.fullTook)
+	}
+	if r.after.IsZero() || now.Sub(r.fullAt) >= every {
+		r.fullAt = now
+		return time.Time{}, false
+	}
+	return r.after, true
+}
+
+// scanned records a scan that began at began, started after a position
+// or at the oldest lease (positioned), ended n of at most limit expired
+// claims, and ran at the server's time at.
+func (r *rescueFrom) scanned(positioned bool, began time.Time, n, limit int, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !positioned && r.fullAt.Equal(began) {
+		r.fullTook = time.Since(began)
+	}
+	if n >= limit {
+		return // more may have expired before at: the next scan starts where this one did
+	}
+	if next := at.Add(-rescueFromSlack); next.After(r.after) {
+		r.after = next
+	}
+}

@@ -232,3 +232,121 @@ func TestFullClaimInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestRescueAfterAPositionSkipsTheWalk: with a snapshot held open, the lease
+// index keeps an entry for every finished job, and the lease-expiry scan
+// from the oldest lease reads all of those whose lease would have expired;
+// after a position (the last complete scan's time, claimfrom.go) it reads
+// none of them. It fails if the position is not where the scan starts.
+func TestRescueAfterAPositionSkipsTheWalk(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := pgharness.Open(t, url)
+	defer s.Close()
+	const jobs = 2000
+	ps := make([]readpast.EnqueueParams, jobs)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "q"}
+	}
+	if _, err := s.Enqueue(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	held := holdSnapshot(ctx, t, url)
+	defer held.Close(ctx)
+	for n := 0; n < jobs; n += 500 {
+		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 500, Lease: 100 * time.Millisecond})
+		if err != nil || len(got) != 500 {
+			t.Fatalf("claim: %d jobs, %v", len(got), err)
+		}
+		completeAll(ctx, t, s, got)
+	}
+	time.Sleep(200 * time.Millisecond) // the finished jobs' leases would have expired
+
+	session, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(ctx)
+	entriesRead := func() int64 {
+		t.Helper()
+		var n int64
+		for _, q := range []string{"SELECT pg_stat_force_next_flush()", "SELECT pg_stat_clear_snapshot()"} {
+			if _, err := session.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := session.QueryRow(ctx, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'readpast_jobs_lease'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	scan := func(stmt string, args ...any) int64 {
+		t.Helper()
+		before := entriesRead()
+		var n int
+		var at time.Time
+		if err := session.QueryRow(ctx, stmt, args...).Scan(&n, &at); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("the scan ended %d claims, want none: every job finished", n)
+		}
+		return entriesRead() - before
+	}
+	full := scan(postgres.RescueSQL, 100)
+	from := scan(postgres.RescueFromSQL, 100, time.Now().Add(-50*time.Millisecond))
+	t.Logf("a lease-expiry scan read %d entries of the lease index from the oldest, %d after a position", full, from)
+	if full < jobs {
+		t.Fatalf("the scan from the oldest lease read %d entries, fewer than the %d finished jobs a held snapshot keeps: the test shows nothing", full, jobs)
+	}
+	if from > 10 {
+		t.Fatalf("the scan after the position read %d entries of the lease index: it walked the finished jobs' entries", from)
+	}
+}
+
+// TestRescuePositionAndWhatLiesBeforeIt: a lease-expiry scan starts after
+// the last complete scan's time less a second (claimfrom.go), so a job
+// whose lease expired before that and which that scan could not end (its
+// row was locked, and the locker left it running) is not seen by the next
+// scans but is ended by the next full one.
+func TestRescuePositionAndWhatLiesBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	s := pgharness.Open(t, url)
+	defer s.Close()
+	postgres.SetRescueFullEvery(s, time.Hour)
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "q"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 1, Lease: 50 * time.Millisecond})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	time.Sleep(postgres.RescueFromSlack + 200*time.Millisecond)
+	// Another transaction holds the row (a completion that will roll back).
+	locker, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, "SELECT 1 FROM readpast_jobs WHERE id = $1 FOR UPDATE", got[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	rescue := func(what string, want int) {
+		t.Helper()
+		n, err := s.RescueExpired(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Fatalf("%s: ended %d expired claims, want %d", what, n, want)
+		}
+	}
+	rescue("the first scan, from the oldest lease, while the row is locked", 0)
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rescue("a scan after the position", 0)
+	postgres.SetRescueFullEvery(s, time.Millisecond)
+	time.Sleep(2 * time.Millisecond)
+	rescue("the next full scan", 1)
+}

@@ -105,3 +105,19 @@ const ClaimFromSlack = claimFromSlack
 
 // FullInterval is fullInterval (claimfrom.go).
 var FullInterval = fullInterval
+
+// SetRescueFullEvery sets how often s's lease-expiry scans start at the
+// oldest lease at the least, in place of fullInterval (claimfrom.go).
+func SetRescueFullEvery(s *Store, d time.Duration) {
+	s.rescueFrom.mu.Lock()
+	defer s.rescueFrom.mu.Unlock()
+	s.rescueFrom.fullEvery = d
+}
+
+// RescueSQL and RescueFromSQL are the lease-expiry scan from the oldest
+// lease and after a position (claimfrom.go).
+var RescueSQL, RescueFromSQL = rescueSQL, rescueFromSQL
+
+// RescueFromSlack is how far before its last complete scan's time a
+// lease-expiry scan starts (claimfrom.go).
+const RescueFromSlack = rescueFromSlack

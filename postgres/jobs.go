@@ -241,7 +241,9 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.Enqueu
 
 // Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that
 // never waits on a row lock. Every job of the claim carries the same fresh
-// token.
+// token. A claim of one queue starts where the store's last claim of it
+// ended, with a full claim from the head at least every second
+// (claimfrom.go).
 //
 // When the statement's outcome is unknown (the context ended or the
 // connection failed while it ran: pgx then drops the connection, and the
@@ -797,18 +799,28 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	return out, nil
 }
 
-// RescueExpired ends up to limit expired claims in one statement.
+// RescueExpired ends up to limit expired claims in one statement. It reads
+// the leases that expired since its last complete scan, with a full scan at
+// least every second (claimfrom.go).
 func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
+	began := time.Now()
+	stmt, args := rescueSQL, []any{s.hotMode, limit}
+	after, positioned := s.rescueFrom.start(began)
+	if positioned {
+		stmt, args = rescueFromSQL, append(args, after)
+	}
+	var at time.Time
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, rescueSQL, s.hotMode, limit).Scan(&n)
+		err = s.pool.QueryRow(ctx, stmt, args...).Scan(&n, &at)
 		return n, err
 	})
 	if err != nil {
 		return 0, opErr("rescue", err)
 	}
+	s.rescueFrom.scanned(positioned, began, n, limit, at)
 	if n > 0 {
 		s.claimFrom.ahead() // rescued jobs are pending at their old place (claimfrom.go)
 		s.hub.Broadcast()

@@ -50,7 +50,8 @@ type Store struct {
 
 	tidy tidier // when Tidy may vacuum each table next
 
-	claimFrom claimFrom // where each queue's next claim starts (claimfrom.go)
+	claimFrom  claimFrom  // where each queue's next claim starts (claimfrom.go)
+	rescueFrom rescueFrom // where the next lease-expiry scan starts (claimfrom.go)
 
 	notify *notifier // coalesces Enqueue's wake-ups of other processes
 	enq    *enqueuer // coalesces concurrent Enqueue calls into shared statements

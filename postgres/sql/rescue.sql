@@ -6,12 +6,21 @@
 -- claim order, with a ready mark when grouped. None left: to history as
 -- failed. Group slots are freed and the groups' next jobs marked
 -- (free_slots: job rows first, then group rows in key order).
+--
+-- Rendered with "from" (rescueFromSQL), it reads the lease index only
+-- after the lease expiry $2: the store's remembered position
+-- (postgres/claimfrom.go), so that it does not walk the entries of jobs
+-- finished since the oldest open snapshot. It returns how many it ended
+-- and its now(), which the store remembers.
 WITH expired AS (
     SELECT id, group_key, attempt < max_attempts AS retry,
            errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
                'attempt', attempt, 'at', now(), 'message', 'lease expired', 'worker', worker))) AS errors
     FROM readpast_jobs
     WHERE state = 'running' AND lease_expires_at <= now()
+    {{- if .}}
+      AND lease_expires_at > $2::timestamptz
+    {{- end}}
     ORDER BY lease_expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -39,4 +48,4 @@ ending AS (
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM expired LIMIT 1) e
 )
-SELECT count(*) FROM expired WHERE (SELECT count(*) FROM notified) >= 0;
+SELECT count(*), now() FROM expired WHERE (SELECT count(*) FROM notified) >= 0;
