@@ -36,9 +36,9 @@
 //   - Jobs are claimed by priority (lower first), then run-at, then id; a
 //     job is never claimed before its run-at. On PostgreSQL a store's
 //     claims of one queue start where its last one ended, so a job that
-//     another process makes due ahead of that point is claimed by the
-//     store's next full claim, at least every second (see
-//     docs/architecture.md).
+//     becomes due ahead of that point (another process enqueued it with a
+//     higher priority, say) is claimed by the store's next full claim, at
+//     least every second (see docs/architecture.md).
 //   - Jobs sharing a concurrency group never run more at once than the
 //     group's limit (1 unless Store.SetGroupLimit says otherwise), the
 //     oldest first, and a busy group holds back nothing else.

@@ -17,23 +17,26 @@ import (
 // milliseconds and the queue fell to half its rate (docs/benchmarks.md).
 //
 // So the store remembers, per queue, where its last claim of that queue
-// ended in claim order, and its next claim of that queue alone starts
-// just before there (sql/claim_ungrouped.sql rendered "from": a row
-// comparison that is an index condition, so the scan begins at the
-// position). A job can still become due ahead of the position: enqueued
-// with a higher priority or an earlier run_at, released, retried,
-// rescued or snoozed, or skipped while another claim held its row lock
-// and then left pending. Three rules make sure such a job is claimed:
+// ended in claim order, and its next claim of that queue alone reads from
+// there (sql/claim_ungrouped.sql rendered "from"): every job after the
+// position, and the jobs of its priority whose run_at is within
+// claimFromSlack before its run_at. Both are row comparisons that are
+// index conditions, so each scan begins at its range. A job can still
+// become due ahead of the position: enqueued with a higher priority or an
+// earlier run_at, released, retried, rescued or snoozed, or skipped while
+// another claim held its row lock and then left pending. These rules make
+// sure such a job is claimed:
 //
-//   - The position is moved back by claimFromSlack in run_at, so jobs
-//     enqueued by transactions that began shortly before the claimed
-//     job's (concurrent enqueues, whose run_at is their transaction's
-//     start) are inside the scan.
+//   - The slack window: jobs of concurrent enqueues that began shortly
+//     before the claimed job's (an enqueue's run_at is its transaction's
+//     start) and committed after the claim are inside it.
 //   - This store's own writes that may put a job ahead of a position (an
-//     enqueue whose job lies ahead of it, and every release, failure,
-//     snooze, retry, rescue, resume or enqueue in a caller's transaction)
-//     make the next claim a full one. So one process sees claim order
-//     exactly as without positions.
+//     enqueue whose job lies beyond its reach, and every release,
+//     failure, snooze, retry, rescue, resume, claim given back, schedule
+//     firing or enqueue in a caller's transaction) make the next claim a
+//     full one; a claim in flight meanwhile does not move the position,
+//     and one that ends beyond the reach of a job this store enqueued
+//     while it ran makes the next claim a full one.
 //   - A full claim, from the head, runs at least every claimFullEvery, or
 //     every claimFullCostRatio times as long as the last full claim took
 //     when that is longer (at most claimFullMax): a job that another
@@ -70,6 +73,12 @@ func (p claimPosition) before(q claimPosition) bool {
 	return p.id < q.id
 }
 
+// reaches reports whether a claim that starts at the position p (the
+// slack window before it, then everything after it) reads q.
+func (p claimPosition) reaches(q claimPosition) bool {
+	return !q.before(claimPosition{priority: p.priority, runAt: p.runAt.Add(-claimFromSlack)})
+}
+
 func positionOf(j *readpast.Job) claimPosition {
 	return claimPosition{priority: j.Priority, runAt: j.RunAt, id: j.ID}
 }
@@ -82,19 +91,54 @@ type claimFrom struct {
 	fullEvery time.Duration
 }
 
+// enqueueLog is how many of a queue's latest enqueues the store
+// remembers, for the claims in flight while they committed.
+const enqueueLog = 16
+
 // queuePosition is where the claims of one queue stand.
 type queuePosition struct {
 	at       claimPosition // the last ungrouped job claimed
 	set      bool          // at holds a position
 	fullAt   time.Time     // when the last full claim began
 	fullTook time.Duration // how long it took
+	// fulls counts the full claims begun and the writes that put jobs
+	// ahead: a claim that overlapped a later one does not move the
+	// position (a positioned claim that ends after a full one would move
+	// it past jobs the full one left).
+	fulls uint64
+	// enqueues counts this store's enqueues of ungrouped jobs of the
+	// queue; enqueued holds the first job of the latest ones, by count
+	// modulo enqueueLog. A claim in flight while one committed may not
+	// have seen it: it must not leave the position past that job's reach.
+	enqueues uint64
+	enqueued [enqueueLog]claimPosition
 }
 
-// start says where a claim of queues, beginning at now, starts: after the
-// returned position, or at the head (ok false).
-func (c *claimFrom) start(queues []string, now time.Time) (from claimPosition, ok bool) {
+// claimStart is where a claim begins, and what it saw of its queue.
+type claimStart struct {
+	queue      *queuePosition
+	positioned bool
+	from       claimPosition // with positioned: the position it starts at
+	began      time.Time
+	fulls      uint64
+	enqueues   uint64
+}
+
+// args are the claim routine's last four arguments: the position, with the
+// start of its slack window, or NULLs for a claim from the head.
+func (c claimStart) args() []any {
+	if !c.positioned {
+		return []any{nil, nil, nil, nil}
+	}
+	f := c.from
+	return []any{int32(f.priority), f.runAt.Add(-claimFromSlack), f.runAt, f.id}
+}
+
+// start says where a claim of queues, beginning at now, starts.
+func (c *claimFrom) start(queues []string, now time.Time) claimStart {
+	st := claimStart{began: now}
 	if len(queues) != 1 {
-		return claimPosition{}, false
+		return st
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,15 +150,19 @@ func (c *claimFrom) start(queues []string, now time.Time) (from claimPosition, o
 		q = &queuePosition{}
 		c.queues[queues[0]] = q
 	}
+	st.queue = q
 	every := c.fullEvery
 	if every == 0 {
 		every = fullInterval(q.fullTook)
 	}
 	if !q.set || now.Sub(q.fullAt) >= every {
 		q.fullAt = now
-		return claimPosition{}, false
+		q.fulls++
+	} else {
+		st.positioned, st.from = true, q.at
 	}
-	return q.from(), true
+	st.fulls, st.enqueues = q.fulls, q.enqueues
+	return st
 }
 
 // fullInterval is the longest time between two full claims of a queue
@@ -124,16 +172,11 @@ func fullInterval(took time.Duration) time.Duration {
 	return min(max(claimFullEvery, claimFullCostRatio*took), claimFullMax)
 }
 
-// from is where a positioned claim starts: claimFromSlack before the last
-// job claimed.
-func (q *queuePosition) from() claimPosition {
-	return claimPosition{priority: q.at.priority, runAt: q.at.runAt.Add(-claimFromSlack)}
-}
-
-// claimed records a claim of queues that began at began, started after a
-// position or at the head (positioned), and returned jobs (in claim order).
-func (c *claimFrom) claimed(queues []string, positioned bool, began time.Time, jobs []*readpast.Job) {
-	if len(queues) != 1 {
+// claimed records what a claim that began as st returned: jobs, in claim
+// order (none when it failed).
+func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
+	q := st.queue
+	if q == nil {
 		return
 	}
 	var last *readpast.Job
@@ -144,51 +187,73 @@ func (c *claimFrom) claimed(queues []string, positioned bool, began time.Time, j
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	q := c.queues[queues[0]]
-	if q == nil {
+	if !st.positioned && q.fullAt.Equal(st.began) {
+		q.fullTook = time.Since(st.began) // failed ones too: a held snapshot may make them time out
+	}
+	if last == nil || q.fulls != st.fulls {
+		// Nothing ungrouped came back (everything due lies after the
+		// position, or was locked by other claims, which a full claim
+		// finds if they leave it pending), or a full claim began, or
+		// this store put jobs ahead, while this claim ran.
 		return
 	}
-	if !positioned && q.fullAt.Equal(began) {
-		q.fullTook = time.Since(began)
+	next := positionOf(last)
+	if st.positioned && (!q.set || !q.at.before(next)) {
+		return // a positioned claim only moves the position on
 	}
-	switch {
-	case last == nil:
-		// Nothing ungrouped came back: everything due lies after the
-		// position, or was locked by other claims, whose jobs will
-		// be claimed or come back ahead of it (and then a full claim
-		// finds them).
-	case !positioned:
-		// A full claim ends the position where it stopped, even before
-		// the old one: jobs may remain between the two.
-		q.at, q.set = positionOf(last), true
-	case !q.set || q.at.before(positionOf(last)):
-		q.at, q.set = positionOf(last), true
+	if q.enqueues-st.enqueues > enqueueLog {
+		q.fullAt = time.Time{} // more enqueues than remembered: look from the head
+		return
 	}
+	for n := st.enqueues + 1; n <= q.enqueues; n++ {
+		if !next.reaches(q.enqueued[n%enqueueLog]) {
+			q.fullAt = time.Time{} // a job that committed during the claim lies beyond its reach
+			return
+		}
+	}
+	q.at, q.set = next, true
 }
 
-// enqueued makes the next claim of a queue a full one when one of jobs,
-// just committed, lies ahead of that queue's position.
+// enqueued records jobs this store just committed: a queue whose position
+// a job lies ahead of (beyond the reach of a claim from there) gets a full
+// claim next.
 func (c *claimFrom) enqueued(jobs []*readpast.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var first map[*queuePosition]claimPosition
 	for _, j := range jobs {
-		if j.Group != nil {
+		q := c.queues[j.Queue]
+		if j.Group != nil || q == nil {
 			continue
 		}
-		if q := c.queues[j.Queue]; q != nil && q.set && positionOf(j).before(q.from()) {
+		p := positionOf(j)
+		if first == nil {
+			first = map[*queuePosition]claimPosition{}
+		}
+		if f, ok := first[q]; !ok || p.before(f) {
+			first[q] = p
+		}
+	}
+	for q, p := range first {
+		q.enqueues++
+		q.enqueued[q.enqueues%enqueueLog] = p
+		if q.set && !q.at.reaches(p) {
 			q.fullAt = time.Time{}
+			q.fulls++
 		}
 	}
 }
 
 // ahead makes the next claim of every queue a full one: this store made
-// jobs pending it cannot place (release, failure, snooze, retry, rescue,
-// resume, an enqueue in a caller's transaction).
+// jobs pending that it cannot place (release, failure, snooze, retry,
+// rescue, resume, a claim given back, an enqueue in a caller's
+// transaction).
 func (c *claimFrom) ahead() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, q := range c.queues {
 		q.fullAt = time.Time{}
+		q.fulls++
 	}
 }
 

@@ -27,46 +27,14 @@ func TestClaimAfterAPositionSkipsTheWalk(t *testing.T) {
 	s := pgharness.Open(t, url)
 	defer s.Close()
 	const jobs, done, limit = 3000, 2000, 20
-	ps := make([]readpast.EnqueueParams, jobs)
-	for i := range ps {
-		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "q"}
-	}
-	if _, err := s.Enqueue(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	held := holdSnapshot(ctx, t, url)
+	held, last := finishUnderHeldSnapshot(ctx, t, s, url, jobs, done, time.Minute)
 	defer held.Close(ctx)
-	var last *readpast.Job
-	for n := 0; n < done; n += 100 {
-		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 100, Lease: time.Minute})
-		if err != nil || len(got) != 100 {
-			t.Fatalf("claim: %d jobs, %v", len(got), err)
-		}
-		completeAll(ctx, t, s, got)
-		last = got[len(got)-1]
-	}
-
 	session, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer session.Close(ctx)
-	// Index entries read from the claim index, dead ones included
-	// (idx_tup_fetch counts live rows only), as the session's flushed
-	// statistics show them.
-	entriesRead := func() int64 {
-		t.Helper()
-		var n int64
-		for _, q := range []string{"SELECT pg_stat_force_next_flush()", "SELECT pg_stat_clear_snapshot()"} {
-			if _, err := session.Exec(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := session.QueryRow(ctx, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'readpast_jobs_claim'").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	entriesRead := func() int64 { return indexEntriesRead(ctx, t, session, "readpast_jobs_claim") }
 	fetched := func(from ...any) (int64, []int64) {
 		t.Helper()
 		before := entriesRead()
@@ -81,7 +49,10 @@ func TestClaimAfterAPositionSkipsTheWalk(t *testing.T) {
 		return entriesRead() - before, ids
 	}
 	headReads, headIDs := fetched()
-	fromReads, fromIDs := fetched(int32(last.Priority), last.RunAt, last.ID)
+	// Where the store's claim starts: the slack window before the last
+	// job claimed, and everything after it. The jobs were enqueued in one
+	// statement, so all 3,000 share one run_at.
+	fromReads, fromIDs := fetched(int32(last.Priority), last.RunAt.Add(-postgres.ClaimFromSlack), last.RunAt, last.ID)
 	t.Logf("a claim of %d from the head read %d entries of the claim index, from the position %d", limit, headReads, fromReads)
 	if !slices.Equal(headIDs, fromIDs) || len(headIDs) != limit {
 		t.Fatalf("from the head the claim took %v, after the position %v: want the same %d jobs", headIDs, fromIDs, limit)
@@ -179,6 +150,50 @@ func TestClaimPositionAndWhatLiesAheadOfIt(t *testing.T) {
 	want("a claim after this store released a job", claim(a, 1), queued[7].ID)
 }
 
+// finishUnderHeldSnapshot enqueues jobs jobs of queue "q" on s, holds a
+// snapshot open on url, then claims (with lease, 100 at a time) and
+// completes done of them, so that the snapshot keeps their index entries.
+// It returns the session holding the snapshot and the last job claimed.
+func finishUnderHeldSnapshot(ctx context.Context, t *testing.T, s *postgres.Store, url string, jobs, done int, lease time.Duration) (*pgx.Conn, *readpast.Job) {
+	t.Helper()
+	ps := make([]readpast.EnqueueParams, jobs)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "q"}
+	}
+	if _, err := s.Enqueue(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	held := holdSnapshot(ctx, t, url)
+	var last *readpast.Job
+	for n := 0; n < done; n += 100 {
+		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 100, Lease: lease})
+		if err != nil || len(got) != 100 {
+			held.Close(ctx)
+			t.Fatalf("claim: %d jobs, %v", len(got), err)
+		}
+		completeAll(ctx, t, s, got)
+		last = got[len(got)-1]
+	}
+	return held, last
+}
+
+// indexEntriesRead is how many entries of index the scans of all sessions
+// have read, dead ones included (idx_tup_fetch counts live rows only),
+// once session's own counts are flushed.
+func indexEntriesRead(ctx context.Context, t *testing.T, session *pgx.Conn, index string) int64 {
+	t.Helper()
+	for _, q := range []string{"SELECT pg_stat_force_next_flush()", "SELECT pg_stat_clear_snapshot()"} {
+		if _, err := session.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int64
+	if err := session.QueryRow(ctx, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = $1", index).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // holdSnapshot opens a session on url that holds a snapshot until closed,
 // as a report or a session idle in transaction would.
 func holdSnapshot(ctx context.Context, t *testing.T, url string) *pgx.Conn {
@@ -244,42 +259,15 @@ func TestRescueAfterAPositionSkipsTheWalk(t *testing.T) {
 	s := pgharness.Open(t, url)
 	defer s.Close()
 	const jobs = 2000
-	ps := make([]readpast.EnqueueParams, jobs)
-	for i := range ps {
-		ps[i] = readpast.EnqueueParams{Kind: "k", Queue: "q"}
-	}
-	if _, err := s.Enqueue(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
-	held := holdSnapshot(ctx, t, url)
+	held, _ := finishUnderHeldSnapshot(ctx, t, s, url, jobs, jobs, 100*time.Millisecond)
 	defer held.Close(ctx)
-	for n := 0; n < jobs; n += 500 {
-		got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"q"}, Worker: "w", Limit: 500, Lease: 100 * time.Millisecond})
-		if err != nil || len(got) != 500 {
-			t.Fatalf("claim: %d jobs, %v", len(got), err)
-		}
-		completeAll(ctx, t, s, got)
-	}
 	time.Sleep(200 * time.Millisecond) // the finished jobs' leases would have expired
-
 	session, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer session.Close(ctx)
-	entriesRead := func() int64 {
-		t.Helper()
-		var n int64
-		for _, q := range []string{"SELECT pg_stat_force_next_flush()", "SELECT pg_stat_clear_snapshot()"} {
-			if _, err := session.Exec(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := session.QueryRow(ctx, "SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'readpast_jobs_lease'").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	entriesRead := func() int64 { return indexEntriesRead(ctx, t, session, "readpast_jobs_lease") }
 	scan := func(stmt string, args ...any) int64 {
 		t.Helper()
 		before := entriesRead()

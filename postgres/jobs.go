@@ -269,17 +269,10 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	began := time.Now()
-	var from [3]any // the position the claim starts after: NULLs for the head
-	at, positioned := s.claimFrom.start(p.Queues, began)
-	if positioned {
-		from = [3]any{int32(at.priority), at.runAt, at.id}
-	}
-	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, from[:]...)
+	st := s.claimFrom.start(p.Queues, time.Now())
+	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
 	conn.Release()
-	if err == nil {
-		s.claimFrom.claimed(p.Queues, positioned, began, jobs)
-	}
+	s.claimFrom.claimed(st, jobs)
 	s.dropIdleAfter(err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
@@ -290,7 +283,7 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 }
 
 // claim runs stmt, sql/claim.sql or its routine (claimRoutine.call, whose
-// three more arguments are the position it starts after, claimfrom.go), on q
+// four more arguments say where it starts, claimfrom.go), on q
 // in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
 // with the actual parameters every time, or the routine's call, whose
 // statement each server session plans once (see routines.go).
@@ -318,6 +311,7 @@ const settleTimeout = 10 * time.Second
 // connection of its own: when a claim's outcome is unknown, the pool may
 // be full of connections in the same trouble.
 func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease time.Duration) error {
+	defer s.claimFrom.ahead() // the jobs it gives back are pending at their old place (claimfrom.go)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())

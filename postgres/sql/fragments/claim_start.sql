@@ -9,10 +9,12 @@ defines
         jobs that are due, in claim order, locked FOR UPDATE SKIP LOCKED
         (group_key is NULL, so that the rows line up with grouped ones).
 Given non-empty data (claim_ungrouped.sql passes its own, which queries.go
-sets to "from" for claimUngroupedFromSQL), ungrouped starts after the position
-($6 priority, $7 run_at, $8 id) in claim order instead of at its head: the
-row comparison is an index condition, so the scan begins there and never
-reads the index entries before it (see postgres/claimfrom.go).
+sets to "from" for claimUngroupedFromSQL), ungrouped reads two ranges of
+the claim order instead of starting at its head: the jobs of priority $6
+with a run_at from $7 up to (not including) $8, and every job after the
+position ($6, $8, $9). The row comparisons are index conditions, so each
+scan begins (and the first ends) there, and the index entries of the jobs
+claimed before the position are never read (see postgres/claimfrom.go).
 */}}{{define "claim_start"}}
 open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
@@ -22,14 +24,34 @@ ungrouped AS (
     SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
     FROM open_queues q
     CROSS JOIN LATERAL (
+        {{- if .}}
+        SELECT * FROM (
+            SELECT id, priority, run_at
+            FROM readpast_jobs
+            WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
+              AND (priority, run_at, id) > ($6::integer, $7::timestamptz, 0)
+              AND (priority, run_at, id) < ($6::integer, $8::timestamptz, 0)
+            ORDER BY priority, run_at, id
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED
+        ) slack
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, priority, run_at
+            FROM readpast_jobs
+            WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
+              AND (priority, run_at, id) > ($6::integer, $8::timestamptz, $9::bigint)
+            ORDER BY priority, run_at, id
+            LIMIT $3
+            FOR UPDATE SKIP LOCKED
+        ) after_position
+        {{- else}}
         SELECT id, priority, run_at
         FROM readpast_jobs
         WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
-        {{- if .}}
-          AND (priority, run_at, id) > ($6::integer, $7::timestamptz, $8::bigint)
-        {{- end}}
         ORDER BY priority, run_at, id
         LIMIT $3
         FOR UPDATE SKIP LOCKED
+        {{- end}}
     ) j
 ){{end}}

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// TestClaimPositionInterleavings replays, on the store's bookkeeping, the
+// interleavings of claims in flight with full claims and enqueues that
+// could leave the position past a pending job (claimfrom.go): the claims'
+// snapshots are the premise (a claim does not see what committed after it
+// began), so what matters is what the store does with their results.
+func TestClaimPositionInterleavings(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	job := func(id int64, priority int, at time.Duration) *readpast.Job {
+		return &readpast.Job{ID: id, Queue: "q", Priority: priority, RunAt: t0.Add(at)}
+	}
+	q := []string{"q"}
+	setup := func() (*claimFrom, time.Time) {
+		c := &claimFrom{fullEvery: time.Hour}
+		now := time.Now()
+		st := c.start(q, now)
+		if st.positioned {
+			t.Fatal("the first claim starts after a position")
+		}
+		c.claimed(st, []*readpast.Job{job(1, 0, 0), job(2, 0, time.Second)})
+		return c, now
+	}
+	positionIs := func(c *claimFrom, id int64) {
+		t.Helper()
+		if got := c.queues["q"].at.id; got != id {
+			t.Fatalf("the position is at job %d, want %d", got, id)
+		}
+	}
+
+	t.Run("a positioned claim ending after a full one", func(t *testing.T) {
+		c, now := setup()
+		p := c.start(q, now)
+		if !p.positioned {
+			t.Fatal("the second claim starts at the head")
+		}
+		// The interval passes: the next claim is a full one. It finds an
+		// urgent job another process enqueued ahead, and stops there
+		// (its limit).
+		f := c.start(q, now.Add(2*time.Hour))
+		if f.positioned {
+			t.Fatal("once the interval passed, the next claim starts after the position")
+		}
+		c.claimed(f, []*readpast.Job{job(10, -1, 0)})
+		positionIs(c, 10)
+		c.claimed(p, []*readpast.Job{job(3, 0, 2*time.Second)}) // the positioned one ends last
+		positionIs(c, 10)                                       // before the fix: 3, past whatever the full claim left
+	})
+
+	t.Run("a claim ending past a job enqueued while it ran", func(t *testing.T) {
+		c, now := setup()
+		p := c.start(q, now)
+		// Within the position's reach when enqueued (after job 2), beyond
+		// it once the claim (which did not see it) moves the position to
+		// job 9, a minute later.
+		c.enqueued([]*readpast.Job{job(20, 0, 2*time.Second)})
+		c.claimed(p, []*readpast.Job{job(9, 0, time.Minute)})
+		if next := c.start(q, now); next.positioned {
+			t.Fatal("after a claim that ended beyond the reach of a job enqueued while it ran, the next claim starts after its position")
+		}
+	})
+
+	t.Run("an enqueue within the slack needs no full claim", func(t *testing.T) {
+		c, now := setup()
+		p := c.start(q, now)
+		c.enqueued([]*readpast.Job{job(30, 0, 950*time.Millisecond)}) // 50 ms before job 2
+		c.claimed(p, []*readpast.Job{job(3, 0, time.Second+10*time.Millisecond)})
+		positionIs(c, 3)
+		if next := c.start(q, now); !next.positioned {
+			t.Fatal("a job within the slack window made the next claim a full one")
+		}
+	})
+
+	t.Run("a failed full claim counts toward the interval", func(t *testing.T) {
+		c, _ := setup()
+		c.fullEvery = 0
+		c.ahead()
+		f := c.start(q, time.Now().Add(-5*time.Second)) // a full claim that ran 5 s
+		if f.positioned {
+			t.Fatal("after ahead, the next claim starts after the position")
+		}
+		c.claimed(f, nil) // and failed
+		if got := c.queues["q"].fullTook; got < 5*time.Second {
+			t.Fatalf("a failed full claim of 5 s is recorded as %v", got)
+		}
+		if got := fullInterval(c.queues["q"].fullTook); got != claimFullMax {
+			t.Fatalf("after a failed full claim of 5 s, the next comes within %v, want %v", got, claimFullMax)
+		}
+	})
+}
