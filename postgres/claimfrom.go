@@ -17,17 +17,19 @@ import (
 // milliseconds and the queue fell to half its rate (docs/benchmarks.md).
 //
 // So the store remembers, per queue, where its last claim of that queue
-// ended in claim order, and its next claim of that queue alone reads from
-// there (sql/claim_ungrouped.sql rendered "from"): every job after the
-// position, and the jobs of its priority whose run_at is within
-// claimFromSlack before its run_at. Both are row comparisons that are
-// index conditions, so each scan begins at its range. A job can still
+// ended in claim order, and its next claim of that queue alone starts
+// claimFromSlack (in run_at) before there (sql/claim_ungrouped.sql
+// rendered "from": a row comparison that is an index condition, so the
+// scan begins there). It still reads the entries of the jobs claimed from
+// that slack window: when one enqueue put many jobs at one run_at, those
+// of the last such batch before the position, rather than every job
+// claimed since the oldest open snapshot. A job can still
 // become due ahead of the position: enqueued with a higher priority or an
 // earlier run_at, released, retried, rescued or snoozed, or skipped while
 // another claim held its row lock and then left pending. These rules make
 // sure such a job is claimed:
 //
-//   - The slack window: jobs of concurrent enqueues that began shortly
+//   - The slack: jobs of concurrent enqueues that began shortly
 //     before the claimed job's (an enqueue's run_at is its transaction's
 //     start) and committed after the claim are inside it.
 //   - This store's own writes that may put a job ahead of a position (an
@@ -73,8 +75,8 @@ func (p claimPosition) before(q claimPosition) bool {
 	return p.id < q.id
 }
 
-// reaches reports whether a claim that starts at the position p (the
-// slack window before it, then everything after it) reads q.
+// reaches reports whether a claim that starts at the position p (at its
+// priority and its run_at less claimFromSlack) reads q.
 func (p claimPosition) reaches(q claimPosition) bool {
 	return !q.before(claimPosition{priority: p.priority, runAt: p.runAt.Add(-claimFromSlack)})
 }
@@ -124,14 +126,14 @@ type claimStart struct {
 	enqueues   uint64
 }
 
-// args are the claim routine's last four arguments: the position, with the
-// start of its slack window, or NULLs for a claim from the head.
+// args are the claim routine's last two arguments: where the claim starts
+// (the position's priority, and its run_at less claimFromSlack), or NULLs
+// for a claim from the head.
 func (c claimStart) args() []any {
 	if !c.positioned {
-		return []any{nil, nil, nil, nil}
+		return []any{nil, nil}
 	}
-	f := c.from
-	return []any{int32(f.priority), f.runAt.Add(-claimFromSlack), f.runAt, f.id}
+	return []any{int32(c.from.priority), c.from.runAt.Add(-claimFromSlack)}
 }
 
 // start says where a claim of queues, beginning at now, starts.

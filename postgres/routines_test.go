@@ -57,13 +57,13 @@ type querier interface {
 }
 
 // callClaim calls the claim routine on q for up to limit jobs of queue
-// and returns the ids claimed. Given a position in claim order (priority,
-// the start of the slack window before it, run_at, id), the claim starts
-// there (postgres/claimfrom.go); without one, at the head.
+// and returns the ids claimed. Given a start in claim order (priority,
+// run_at), the claim starts there (postgres/claimfrom.go); without one, at
+// the head.
 func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit int, from ...any) []int64 {
 	t.Helper()
 	if from == nil {
-		from = []any{nil, nil, nil, nil}
+		from = []any{nil, nil}
 	}
 	args := append([]any{[]string{queue}, "w", int64(limit), time.Minute.Microseconds(), uuid.NewString()}, from...)
 	rows, err := q.Query(ctx, postgres.ClaimCall, args...)
@@ -138,7 +138,7 @@ func TestRoutinePlansSurviveGrowth(t *testing.T) {
 	}
 	// A position before every job: the claim that starts after it takes
 	// what one from the head would.
-	start := []any{int32(-1000), time.Unix(0, 0), time.Unix(0, 0), int64(0)}
+	start := []any{int32(-1000), time.Unix(0, 0)}
 	tokens := func(tx pgx.Tx, ids []int64) []string {
 		t.Helper()
 		var toks []string
@@ -400,7 +400,7 @@ func TestRoutinesNeverJIT(t *testing.T) {
 		from        []any
 	}{
 		{"claim of queue u", "u", 5, nil},
-		{"claim of queue u after a position", "u", 5, []any{int32(-1000), time.Unix(0, 0), time.Unix(0, 0), int64(0)}},
+		{"claim of queue u after a position", "u", 5, []any{int32(-1000), time.Unix(0, 0)}},
 		{"claim of queue g", "g", 10, nil},
 	} {
 		claimed := callClaim(ctx, t, session, c.queue, c.limit, c.from...)

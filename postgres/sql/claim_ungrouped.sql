@@ -13,11 +13,10 @@
 -- snapshot: its group's jobs go to the next claim. This statement never
 -- takes a grouped job, so no group limit depends on the check.
 --
--- Rendered with "from" (claimUngroupedFromSQL), it reads the claim order
--- after the position ($6, $8, $9), and the jobs of priority $6 whose run_at
--- is in [$7, $8), instead of from the head: the remembered position of
--- postgres/claimfrom.go, which keeps a claim from walking the index
--- entries of the jobs claimed before it.
+-- Rendered with "from" (claimUngroupedFromSQL), it starts at ($6 priority,
+-- $7 run_at) in claim order instead of at the head: the remembered
+-- position of postgres/claimfrom.go, which keeps a claim from walking the
+-- index entries of the jobs claimed before it.
 WITH {{template "claim_start" .}},
 picked AS (
     SELECT id, group_key FROM ungrouped

@@ -9,12 +9,13 @@ defines
         jobs that are due, in claim order, locked FOR UPDATE SKIP LOCKED
         (group_key is NULL, so that the rows line up with grouped ones).
 Given non-empty data (claim_ungrouped.sql passes its own, which queries.go
-sets to "from" for claimUngroupedFromSQL), ungrouped reads two ranges of
-the claim order instead of starting at its head: the jobs of priority $6
-with a run_at from $7 up to (not including) $8, and every job after the
-position ($6, $8, $9). The row comparisons are index conditions, so each
-scan begins (and the first ends) there, and the index entries of the jobs
-claimed before the position are never read (see postgres/claimfrom.go).
+sets to "from" for claimUngroupedFromSQL), ungrouped starts at ($6
+priority, $7 run_at) in claim order instead of at its head: the row
+comparison is an index condition, so the scan begins there and never
+reads the index entries before it (see postgres/claimfrom.go). One range
+with one LIMIT: a scan that must find its LIMIT past the due jobs walks
+the entries of the jobs not yet due of its priority, so the range is not
+split in two.
 */}}{{define "claim_start"}}
 open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
@@ -25,26 +26,13 @@ ungrouped AS (
     FROM open_queues q
     CROSS JOIN LATERAL (
         {{- if .}}
-        SELECT * FROM (
-            SELECT id, priority, run_at
-            FROM readpast_jobs
-            WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
-              AND (priority, run_at, id) > ($6::integer, $7::timestamptz, 0)
-              AND (priority, run_at, id) < ($6::integer, $8::timestamptz, 0)
-            ORDER BY priority, run_at, id
-            LIMIT $3
-            FOR UPDATE SKIP LOCKED
-        ) slack
-        UNION ALL
-        SELECT * FROM (
-            SELECT id, priority, run_at
-            FROM readpast_jobs
-            WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
-              AND (priority, run_at, id) > ($6::integer, $8::timestamptz, $9::bigint)
-            ORDER BY priority, run_at, id
-            LIMIT $3
-            FOR UPDATE SKIP LOCKED
-        ) after_position
+        SELECT id, priority, run_at
+        FROM readpast_jobs
+        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
+          AND (priority, run_at) >= ($6::integer, $7::timestamptz)
+        ORDER BY priority, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
         {{- else}}
         SELECT id, priority, run_at
         FROM readpast_jobs

@@ -4,10 +4,9 @@ claim's group branches would find nothing: it sends the ungrouped branch
 alone (sql/claim_ungrouped.sql, a plan of 20 nodes instead of
 sql/claim.sql's 86), and sql/claim.sql otherwise. The check reads the
 marks' claim-order index (queue first) up to the first due mark. Given a
-position ($6 priority, $7 the start of the slack before it, $8 run_at, $9
-id; all NULL for none), the ungrouped claim starts there
-(sql/claim_ungrouped.sql rendered "from"; postgres/claimfrom.go says when
-the store sends one). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz, timestamptz, bigint)
+start in claim order ($6 priority, $7 run_at; NULLs for none), the
+ungrouped claim starts there (sql/claim_ungrouped.sql rendered "from";
+postgres/claimfrom.go says when the store sends one). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer,
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
