@@ -99,10 +99,9 @@ const enqueueLog = 16
 
 // queuePosition is where the claims of one queue stand.
 type queuePosition struct {
-	at       claimPosition // the last ungrouped job claimed
-	set      bool          // at holds a position
-	fullAt   time.Time     // when the last full claim began
-	fullTook time.Duration // how long it took
+	at   claimPosition // the last ungrouped job claimed
+	set  bool          // at holds a position
+	full fullSchedule  // when the next full claim is due
 	// fulls counts the full claims begun and the writes that put jobs
 	// ahead: a claim that overlapped a later one does not move the
 	// position (a positioned claim that ends after a full one would move
@@ -153,12 +152,10 @@ func (c *claimFrom) start(queues []string, now time.Time) claimStart {
 		c.queues[queues[0]] = q
 	}
 	st.queue = q
-	every := c.fullEvery
-	if every == 0 {
-		every = fullInterval(q.fullTook)
+	if !q.set {
+		q.full.force()
 	}
-	if !q.set || now.Sub(q.fullAt) >= every {
-		q.fullAt = now
+	if q.full.due(now, c.fullEvery) {
 		q.fulls++
 	} else {
 		st.positioned, st.from = true, q.at
@@ -173,6 +170,38 @@ func (c *claimFrom) start(queues []string, now time.Time) claimStart {
 func fullInterval(took time.Duration) time.Duration {
 	return min(max(claimFullEvery, claimFullCostRatio*took), claimFullMax)
 }
+
+// fullSchedule says when a scan must start at the head (a full claim, or
+// a lease-expiry scan from the oldest lease) rather than at a position.
+type fullSchedule struct {
+	at   time.Time     // when the last full scan began; zero: the next one is
+	took time.Duration // how long it took
+}
+
+// due reports whether a scan beginning at now is a full one: every (0:
+// fullInterval of the last one's time) has passed since the last began.
+// If so, it is recorded as begun.
+func (f *fullSchedule) due(now time.Time, every time.Duration) bool {
+	if every == 0 {
+		every = fullInterval(f.took)
+	}
+	if !f.at.IsZero() && now.Sub(f.at) < every {
+		return false
+	}
+	f.at = now
+	return true
+}
+
+// ended records the end of a full scan that began at began (failed ones
+// too: a held snapshot may make them time out), unless a later one began.
+func (f *fullSchedule) ended(began time.Time) {
+	if f.at.Equal(began) {
+		f.took = time.Since(began)
+	}
+}
+
+// force makes the next scan a full one.
+func (f *fullSchedule) force() { f.at = time.Time{} }
 
 // claimed records what a claim that began as st returned: jobs, in claim
 // order (none when it failed).
@@ -189,8 +218,8 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !st.positioned && q.fullAt.Equal(st.began) {
-		q.fullTook = time.Since(st.began) // failed ones too: a held snapshot may make them time out
+	if !st.positioned {
+		q.full.ended(st.began)
 	}
 	if last == nil || q.fulls != st.fulls {
 		// Nothing ungrouped came back (everything due lies after the
@@ -204,12 +233,12 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 		return // a positioned claim only moves the position on
 	}
 	if q.enqueues-st.enqueues > enqueueLog {
-		q.fullAt = time.Time{} // more enqueues than remembered: look from the head
+		q.full.force() // more enqueues than remembered: look from the head
 		return
 	}
 	for n := st.enqueues + 1; n <= q.enqueues; n++ {
 		if !next.reaches(q.enqueued[n%enqueueLog]) {
-			q.fullAt = time.Time{} // a job that committed during the claim lies beyond its reach
+			q.full.force() // a job that committed during the claim lies beyond its reach
 			return
 		}
 	}
@@ -222,25 +251,35 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 func (c *claimFrom) enqueued(jobs []*readpast.Job) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var first map[*queuePosition]claimPosition
+	type first struct {
+		q *queuePosition
+		p claimPosition
+	}
+	var buf [4]first
+	firsts := buf[:0] // per queue, its first job here (a call's jobs are mostly of one queue)
 	for _, j := range jobs {
 		q := c.queues[j.Queue]
 		if j.Group != nil || q == nil {
 			continue
 		}
 		p := positionOf(j)
-		if first == nil {
-			first = map[*queuePosition]claimPosition{}
+		i := 0
+		for i < len(firsts) && firsts[i].q != q {
+			i++
 		}
-		if f, ok := first[q]; !ok || p.before(f) {
-			first[q] = p
+		switch {
+		case i == len(firsts):
+			firsts = append(firsts, first{q, p})
+		case p.before(firsts[i].p):
+			firsts[i].p = p
 		}
 	}
-	for q, p := range first {
+	for _, f := range firsts {
+		q := f.q
 		q.enqueues++
-		q.enqueued[q.enqueues%enqueueLog] = p
-		if q.set && !q.at.reaches(p) {
-			q.fullAt = time.Time{}
+		q.enqueued[q.enqueues%enqueueLog] = f.p
+		if q.set && !q.at.reaches(f.p) {
+			q.full.force()
 			q.fulls++
 		}
 	}
@@ -254,7 +293,7 @@ func (c *claimFrom) ahead() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, q := range c.queues {
-		q.fullAt = time.Time{}
+		q.full.force()
 		q.fulls++
 	}
 }
@@ -276,10 +315,9 @@ const rescueFromSlack = time.Second
 
 // rescueFrom is where the store's next lease-expiry scan starts.
 type rescueFrom struct {
-	mu       sync.Mutex
-	after    time.Time // scans read the leases that expired after this
-	fullAt   time.Time // when the last full scan began
-	fullTook time.Duration
+	mu    sync.Mutex
+	after time.Time    // scans read the leases that expired after this
+	full  fullSchedule // when the next full scan is due
 	// fullEvery, when set (by tests), replaces fullInterval.
 	fullEvery time.Duration
 }
@@ -289,12 +327,10 @@ type rescueFrom struct {
 func (r *rescueFrom) start(now time.Time) (after time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	every := r.fullEvery
-	if every == 0 {
-		every = fullInterval(r.fullTook)
+	if r.after.IsZero() {
+		r.full.force()
 	}
-	if r.after.IsZero() || now.Sub(r.fullAt) >= every {
-		r.fullAt = now
+	if r.full.due(now, r.fullEvery) {
 		return time.Time{}, false
 	}
 	return r.after, true
@@ -306,8 +342,8 @@ func (r *rescueFrom) start(now time.Time) (after time.Time, ok bool) {
 func (r *rescueFrom) scanned(positioned bool, began time.Time, n, limit int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !positioned && r.fullAt.Equal(began) {
-		r.fullTook = time.Since(began)
+	if !positioned {
+		r.full.ended(began)
 	}
 	if n >= limit {
 		return // more may have expired before at: the next scan starts where this one did

@@ -87,10 +87,10 @@ func TestClaimPositionInterleavings(t *testing.T) {
 			t.Fatal("after ahead, the next claim starts after the position")
 		}
 		c.claimed(f, nil) // and failed
-		if got := c.queues["q"].fullTook; got < 5*time.Second {
+		if got := c.queues["q"].full.took; got < 5*time.Second {
 			t.Fatalf("a failed full claim of 5 s is recorded as %v", got)
 		}
-		if got := fullInterval(c.queues["q"].fullTook); got != claimFullMax {
+		if got := fullInterval(c.queues["q"].full.took); got != claimFullMax {
 			t.Fatalf("after a failed full claim of 5 s, the next comes within %v, want %v", got, claimFullMax)
 		}
 	})

@@ -52,7 +52,7 @@ func TestClaimAfterAPositionSkipsTheWalk(t *testing.T) {
 	// Where the store's claim starts: ClaimFromSlack before the last job
 	// claimed. Its batch of 100 shares its run_at, so the claim reads the
 	// entries of that batch's claimed jobs: at most 100 more than it takes.
-	fromReads, fromIDs := fetched(int32(last.Priority), last.RunAt.Add(-postgres.ClaimFromSlack))
+	fromReads, fromIDs := fetched(postgres.ClaimStartArgs(last)...)
 	t.Logf("a claim of %d from the head read %d entries of the claim index, from the position %d", limit, headReads, fromReads)
 	if !slices.Equal(headIDs, fromIDs) || len(headIDs) != limit {
 		t.Fatalf("from the head the claim took %v, after the position %v: want the same %d jobs", headIDs, fromIDs, limit)

@@ -99,6 +99,12 @@ func SetClaimFullEvery(s *Store, d time.Duration) {
 	s.claimFrom.fullEvery = d
 }
 
+// ClaimStartArgs are the claim routine's last arguments for a claim that
+// the store starts at j's position (claimfrom.go).
+func ClaimStartArgs(j *readpast.Job) []any {
+	return claimStart{positioned: true, from: positionOf(j)}.args()
+}
+
 // ClaimFromSlack is how far before the last job claimed a positioned claim
 // starts (claimfrom.go).
 const ClaimFromSlack = claimFromSlack

@@ -283,7 +283,7 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 }
 
 // claim runs stmt, sql/claim.sql or its routine (claimRoutine.call, whose
-// four more arguments say where it starts, claimfrom.go), on q
+// two more arguments say where it starts, claimfrom.go), on q
 // in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
 // with the actual parameters every time, or the routine's call, whose
 // statement each server session plans once (see routines.go).

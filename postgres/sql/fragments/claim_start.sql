@@ -25,21 +25,14 @@ ungrouped AS (
     SELECT j.id, j.priority, j.run_at, NULL::text AS group_key
     FROM open_queues q
     CROSS JOIN LATERAL (
+        SELECT id, priority, run_at
+        FROM readpast_jobs
+        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
         {{- if .}}
-        SELECT id, priority, run_at
-        FROM readpast_jobs
-        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
           AND (priority, run_at) >= ($6::integer, $7::timestamptz)
-        ORDER BY priority, run_at, id
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
-        {{- else}}
-        SELECT id, priority, run_at
-        FROM readpast_jobs
-        WHERE queue = q.name AND state = 'pending' AND group_key IS NULL AND run_at <= now()
-        ORDER BY priority, run_at, id
-        LIMIT $3
-        FOR UPDATE SKIP LOCKED
         {{- end}}
+        ORDER BY priority, run_at, id
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
     ) j
 ){{end}}
