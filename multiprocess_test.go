@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -48,6 +49,8 @@ func TestMultiProcessWorkerChild(t *testing.T) {
 	}, nil)
 	runClientUntil(ctx, t, s, readpast.Config{
 		Workers: w, Lease: mpLease, PollInterval: 50 * time.Millisecond,
+		// Its warnings (heartbeats and outcomes that failed) explain a failure.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Queues: map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: 16, FetchLimit: 8}},
 	})
 }
@@ -207,7 +210,7 @@ func TestMultiProcessWorkers(t *testing.T) {
 			dups++
 			for _, e := range es[:len(es)-1] {
 				if e.proc != killed {
-					t.Errorf("job %d ran %d times, not only because of the killed process", j.ID, len(es))
+					t.Errorf("job %d ran %d times, not only because of the killed process (killed at %s):%s", j.ID, len(es), killedAt.Format("15:04:05.000"), describeRuns(es))
 				}
 			}
 		}
@@ -234,4 +237,15 @@ func TestMultiProcessWorkers(t *testing.T) {
 		}
 	}
 	t.Logf("%d jobs, 5 processes (one SIGKILLed): %d runs, %d jobs re-run after the kill, %d group overlaps", n, len(all), dups, overlaps)
+}
+
+// describeRuns lists runs for a failure message: process, token, and the
+// times of start, end and lease expiry.
+func describeRuns(es []*execution) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "\n\tprocess %d token %s started %s ended %s lease until %s",
+			e.proc, e.token, e.start.Format("15:04:05.000"), e.end.Format("15:04:05.000"), e.lease.Format("15:04:05.000"))
+	}
+	return b.String()
 }

@@ -200,8 +200,15 @@ func (p *proc) term() error {
 		}
 		return p.err
 	case <-time.After(60 * time.Second):
-		p.kill()
-		return fmt.Errorf("%s ignored SIGTERM for 60 s", p.name)
+		// A Go process prints every goroutine's stack on SIGQUIT (into
+		// its .out file, kept when the test fails): where it hung.
+		_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			p.kill()
+		}
+		return fmt.Errorf("%s ignored SIGTERM for 60 s (its goroutines, if a Go worker, are in %s.out)", p.name, p.name)
 	}
 }
 
@@ -349,11 +356,15 @@ func (r *run) measure() result {
 	r.cancel()
 	r.enqWG.Wait()
 	start := time.Now()
+	var wg sync.WaitGroup // all at once: each may take a while (term)
 	for _, p := range r.live() {
-		if err := p.term(); err != nil {
-			t.Errorf("worker %s: %v", p.name, err)
-		}
+		wg.Go(func() {
+			if err := p.term(); err != nil {
+				t.Errorf("worker %s: %v", p.name, err)
+			}
+		})
 	}
+	wg.Wait()
 	t.Logf("%s: processes stopped in %v", r.name, time.Since(start).Round(time.Millisecond))
 	if err := r.hlog.Close(); err != nil {
 		t.Error(err)

@@ -81,7 +81,7 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 		return 0, nil, nil, err
 	}
 	if o.n > 0 {
-		s.hub.Broadcast()
+		s.pendingAgain() // a retried job may lie ahead of a claim position
 	}
 	return o.n, o.last, o.skipped, nil
 }

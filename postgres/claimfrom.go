@@ -91,6 +91,9 @@ type claimFrom struct {
 	queues map[string]*queuePosition
 	// fullEvery, when set (by tests), replaces fullInterval.
 	fullEvery time.Duration
+	// onAhead, when set (by tests, before use), is called as ahead
+	// begins: a stall there replays a wake-up racing the full claim.
+	onAhead func()
 }
 
 // enqueueLog is how many of a queue's latest enqueues the store
@@ -290,12 +293,25 @@ func (c *claimFrom) enqueued(jobs []*readpast.Job) {
 // rescue, resume, a claim given back, an enqueue in a caller's
 // transaction).
 func (c *claimFrom) ahead() {
+	if c.onAhead != nil {
+		c.onAhead()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, q := range c.queues {
 		q.full.force()
 		q.fulls++
 	}
+}
+
+// pendingAgain follows a write of this store that made jobs pending at
+// places it cannot tell from a position (ahead): the next claim of every
+// queue is a full one, and only then are the waiting claimers woken, so
+// that none they wake starts at a position past those jobs. The writes
+// also defer ahead, for the errors after which they may have committed.
+func (s *Store) pendingAgain() {
+	s.claimFrom.ahead()
+	s.hub.Broadcast()
 }
 
 // The lease-expiry scan (RescueExpired, every 250 ms from RunRescuer)
@@ -320,6 +336,9 @@ type rescueFrom struct {
 	full  fullSchedule // when the next full scan is due
 	// fullEvery, when set (by tests), replaces fullInterval.
 	fullEvery time.Duration
+	// onAhead, when set (by tests, before use), is called as ahead
+	// begins: a stall there replays a wake-up racing the full claim.
+	onAhead func()
 }
 
 // start says where a scan beginning at now starts: after the returned

@@ -218,11 +218,7 @@ func holdSnapshot(ctx context.Context, t *testing.T, url string) *pgx.Conn {
 // completeAll completes jobs, each with its own token.
 func completeAll(ctx context.Context, t *testing.T, s *postgres.Store, jobs []*readpast.Job) {
 	t.Helper()
-	cs := make([]readpast.Completion, len(jobs))
-	for i, j := range jobs {
-		cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
-	}
-	errs, err := s.Complete(ctx, cs)
+	errs, err := s.Complete(ctx, completions(jobs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,11 @@ func SetClaimFullEvery(s *Store, d time.Duration) {
 	s.claimFrom.fullEvery = d
 }
 
+// OnAhead makes s call f as it begins to make the next claim of every
+// queue a full one (claimFrom.ahead), after each write that may have made
+// jobs pending ahead of a position. Set it before the store is used.
+func OnAhead(s *Store, f func()) { s.claimFrom.onAhead = f }
+
 // ClaimStartArgs are the claim routine's last arguments for a claim that
 // the store starts at j's position (claimfrom.go).
 func ClaimStartArgs(j *readpast.Job) []any {

@@ -263,6 +263,7 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 
 // claim is Claim on the claim routine.
 func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	began := time.Now()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, opErr("claim", err)
@@ -273,7 +274,7 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
 	conn.Release()
 	s.claimFrom.claimed(st, jobs)
-	s.dropIdleAfter(err)
+	s.dropIdleAfter(ctx, began, err)
 	if err != nil && outcomeUnknown(err) {
 		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
 			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
@@ -318,7 +319,7 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	if err != nil {
 		return opErr("connect", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer closeConn(conn)
 	for {
 		tag, err := conn.Exec(ctx, endClaimSessionSQL, int64(pid), claimRoutine.call)
 		if err != nil {
@@ -340,27 +341,45 @@ func (s *Store) settleClaim(ctx context.Context, pid uint32, token string, lease
 	if err != nil {
 		return fmt.Errorf("release the claim's jobs: %w", err)
 	}
-	s.hub.Broadcast()
+	s.pendingAgain()
 	return nil
 }
 
 // dropIdleAfter closes every connection of the pool (in-use ones as they
-// are released) when err says one failed in the middle of a call: a
-// timeout waiting for the server, a connection lost. The others are
-// likely in the same state (a server restarted, a network that cut or
-// half-opened them), and each would cost its next caller a timeout of its
-// own to find out: three half-open connections held a worker back 30 s in
-// the fault suite's TestNetworkFaults.
-func (s *Store) dropIdleAfter(err error) {
-	if err != nil && outcomeUnknown(err) {
-		s.pool.Reset()
+// are released) when err says one failed in the middle of a call begun at
+// began: a connection lost, or a server silent for silentDead or more.
+// The others are likely in the same state (a server restarted, a network
+// that cut or half-opened them), and each would cost its next caller a
+// timeout of its own to find out: three half-open connections held a
+// worker back 30 s in the fault suite's TestNetworkFaults.
+//
+// A call that ended sooner because its caller's context did (a heartbeat
+// allows a third of a lease, a client stopping) says only that the server
+// was slower than that caller would wait: pgx closes that one connection
+// and the others stay, so that a server slowed by load is not also asked
+// for a new session, caches cold, on every connection of every client.
+func (s *Store) dropIdleAfter(ctx context.Context, began time.Time, err error) {
+	if err == nil || !outcomeUnknown(err) {
+		return
 	}
+	if ctx.Err() != nil && time.Since(began) < silentDead {
+		return
+	}
+	s.pool.Reset()
 }
+
+// silentDead is how long a server may leave a call unanswered before the
+// pool's connections are presumed dead (see dropIdleAfter): half of the
+// client's timeout for a call, which a loaded server answers well within.
+const silentDead = 5 * time.Second
 
 // outcomeUnknown reports whether a statement that failed with err may
 // still have committed: the server reported no error (a *pgconn.PgError
 // means it failed and rolled back), and the request may have been sent.
 func outcomeUnknown(err error) bool {
+	if errors.Is(err, pgx.ErrNoRows) { // the statement ran and matched nothing
+		return false
+	}
 	var pgErr *pgconn.PgError
 	return !errors.As(err, &pgErr) && !pgconn.SafeToRetry(err)
 }
@@ -530,12 +549,13 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
+	began := time.Now()
 	errs, err := withRoutines(ctx, s, func() ([]error, error) {
 		return retryDeadlock(ctx, func() ([]error, error) {
 			return complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs)
 		})
 	})
-	s.dropIdleAfter(err)
+	s.dropIdleAfter(ctx, began, err)
 	return errs, err
 }
 
@@ -565,6 +585,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
+	began := time.Now()
 	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
 	first := readpast.FirstPairs(len(fs), entry, func(int) bool { return false })
 	b, malformed := newBatch(first, entry)
@@ -587,7 +608,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
 				return nil, opErr("fail", err)
 			}
-			s.hub.Broadcast() // a retry may be claimable now
+			s.pendingAgain() // a retry may be claimable now
 		}
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, opErr("fail", err)
@@ -595,7 +616,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		readpast.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
-	s.dropIdleAfter(err)
+	s.dropIdleAfter(ctx, began, err)
 	return errs, err
 }
 
@@ -609,8 +630,9 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
 	var exp time.Time
+	began := time.Now()
 	err := s.pool.QueryRow(ctx, extendSQL, id, tok, lease.Microseconds()).Scan(&exp)
-	s.dropIdleAfter(err)
+	s.dropIdleAfter(ctx, began, err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, s.staleOrMissing(ctx, id)
 	}
@@ -638,7 +660,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	if n == 0 {
 		return s.staleOrMissing(ctx, id)
 	}
-	s.hub.Broadcast()
+	s.pendingAgain()
 	return nil
 }
 
@@ -663,7 +685,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	if n == 0 {
 		return s.staleOrMissing(ctx, id)
 	}
-	s.hub.Broadcast()
+	s.pendingAgain()
 	return nil
 }
 
@@ -710,7 +732,7 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	if err != nil {
 		return nil, opErr("retry", err)
 	}
-	s.hub.Broadcast()
+	s.pendingAgain()
 	return j, nil
 }
 
@@ -816,8 +838,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	}
 	s.rescueFrom.scanned(positioned, began, n, limit, at)
 	if n > 0 {
-		s.claimFrom.ahead() // rescued jobs are pending at their old place (claimfrom.go)
-		s.hub.Broadcast()
+		s.pendingAgain() // rescued jobs are pending at their old place
 	}
 	return n, nil
 }
@@ -936,7 +957,7 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
 		return opErr("resume queue", err)
 	}
 	if n > 0 {
-		s.hub.Broadcast()
+		s.pendingAgain()
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func (s *Store) listenConn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer closeConn(conn)
 	if _, err := conn.Exec(ctx, "LISTEN readpast"); err != nil {
 		return err
 	}
@@ -58,4 +58,14 @@ func (s *Store) listenConn(ctx context.Context) error {
 		}
 		s.hub.Broadcast()
 	}
+}
+
+// closeConn closes a connection the store opened outside its pool, giving
+// the goodbye to the server a second at most: with no deadline, a
+// connection that answers nothing (half-open) could hold up Close, and a
+// client's Stop with it, for as long as the network takes to give up.
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }

@@ -189,7 +189,7 @@ func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *rea
 	if id == nil {
 		return fired, nil, nil
 	}
-	s.hub.Broadcast()
+	s.pendingAgain()
 	j, err := s.Get(ctx, *id)
 	if err != nil {
 		// The job exists; it may have finished and been pruned already.
