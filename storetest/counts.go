@@ -96,6 +96,18 @@ func testStatsCountEveryChange(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	check("release and cancel")
+	if err := s.Snooze(ctx, claimed[8].ID, claimed[8].Token, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	check("snooze")
+	tx = h.BeginSQLTx(t, s)
+	if err := s.(readpast.SQLTxStore).CompleteSQLTx(ctx, tx, readpast.Completion{ID: claimed[9].ID, Token: claimed[9].Token}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	check("a completion in the caller's transaction")
 	if _, err := s.Retry(ctx, jobs[28].ID); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +118,31 @@ func testStatsCountEveryChange(t *testing.T, h Harness) {
 		t.Fatalf("rescued %d of %d expired claims: %v", n, len(short), err)
 	}
 	check("rescue")
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "q1"}, readpast.EnqueueParams{Kind: "k", Queue: "q1"}, readpast.EnqueueParams{Kind: "k", Queue: "q1"})
+	if running := claim(t, s, 2, time.Minute, "q1"); len(running) != 2 {
+		t.Fatalf("claimed %d jobs of q1, want 2", len(running))
+	}
+	if n, err := s.BulkCancel(ctx, readpast.JobFilter{Queue: "q1"}); err != nil || n == 0 {
+		t.Fatalf("bulk cancel of q1: %d, %v", n, err)
+	}
+	check("bulk cancel, pending and running")
+	if n, err := s.BulkRetry(ctx, readpast.JobFilter{Queue: "q1"}); err != nil || n == 0 {
+		t.Fatalf("bulk retry of q1: %d, %v", n, err)
+	}
+	check("bulk retry")
+	unique := readpast.EnqueueParams{Kind: "k", Queue: "q2", UniqueKey: "u"}
+	enqueue(t, s, unique, readpast.EnqueueParams{Kind: "k", Queue: "q2"})
+	enqueue(t, s, unique) // a duplicate: nothing inserted, nothing counted
+	check("enqueue with a unique key")
+	p := schedParams("counted", "@every 1s")
+	p.Job.Queue = "q0"
+	sc, _ := putSchedule(t, s, p)
+	tick := *sc.NextRunAt
+	next := tick.Add(time.Second)
+	if fired, _, err := s.FireSchedule(ctx, readpast.Firing{Name: "counted", Version: sc.Version, Expect: tick, Tick: &tick, Next: &next}); err != nil || !fired {
+		t.Fatalf("fire a schedule: %v, %v", fired, err)
+	}
+	check("a schedule's firing")
 	if _, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateFailed, Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
 		t.Fatal(err)
 	}

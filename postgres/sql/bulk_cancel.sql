@@ -41,6 +41,12 @@ moved AS (
            tags, snoozes
     FROM done
 ),
+changes AS (
+    SELECT queue, 'cancelled' AS state, 1::bigint AS n FROM done
+    UNION ALL
+    SELECT queue, state, -1 FROM done
+),
+{{template "count_changes"}},
 freeing AS (
     SELECT group_key, count(*) AS n FROM done
     WHERE state = 'running' AND group_key IS NOT NULL

@@ -50,6 +50,10 @@ revived AS (
     FROM old
     RETURNING id, queue, priority, run_at, group_key
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM revived
+),
+{{template "count_changes"}},
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
     SELECT queue, priority, run_at, id, group_key FROM revived WHERE group_key IS NOT NULL

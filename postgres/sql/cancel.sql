@@ -15,6 +15,12 @@ moved AS (
     FROM done
     RETURNING *
 ),
+changes AS (
+    SELECT queue, 'cancelled' AS state, 1::bigint AS n FROM done
+    UNION ALL
+    SELECT queue, state, -1 FROM done
+),
+{{template "count_changes"}},
 freeing AS (
     SELECT group_key, 1::bigint AS n FROM done WHERE state = 'running' AND group_key IS NOT NULL
 ),

@@ -4,7 +4,7 @@
 -- (routines/claim.sql) sends this one only after finding no due ready mark
 -- in $1. Then claim.sql's group branches find nothing, and this statement
 -- is its ungrouped branch alone: the same jobs, in the same order, with
--- the same locks, and a plan of 20 nodes instead of 86 (executor start-up,
+-- the same locks, and a plan of 28 nodes instead of 91 (executor start-up,
 -- most of it the claim's, was 12% of the server's CPU in a 100-worker
 -- drain; docs/architecture.md, "The claim").
 --

@@ -38,6 +38,12 @@ moved AS (
            tags, snoozes
     FROM done d JOIN input t ON t.id = d.id AND t.token = d.token
 ),
+changes AS (
+    SELECT queue, 'succeeded' AS state, 1::bigint AS n FROM done
+    UNION ALL
+    SELECT queue, state, -1 FROM done
+),
+{{template "count_changes"}},
 freeing AS (
     SELECT group_key, count(*) AS n FROM done WHERE group_key IS NOT NULL GROUP BY group_key
 ),

@@ -2,7 +2,8 @@
 -- back in input order (ids are assigned in that order). $8 holds each
 -- job's tags joined by spaces (tags never contain one; NULL for none). It
 -- only inserts: job rows with fresh ids, ready marks for grouped jobs
--- (marks have no unique key), and tag rows (keyed by the fresh ids). It touches no group row, so it never waits on a
+-- (marks have no unique key), tag rows (keyed by the fresh ids) and its
+-- count (count_changes). It touches no group row, so it never waits on a
 -- claim, a finisher, or another enqueue, whether or not their
 -- transactions are open. A NULL run-at means now on the database's clock,
 -- the clock claims compare with. When $9 is true, the NOTIFY that wakes
@@ -22,6 +23,10 @@ inserted AS (
     FROM input ORDER BY ord
     RETURNING *
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM inserted
+),
+{{template "count_changes"}},
 -- Ready marks for the grouped jobs (see the fragment).
 {{template "mark_enqueued"}},
 {{template "tag_enqueued"}},

@@ -52,6 +52,10 @@ inserted AS (
     ORDER BY ord
     RETURNING *
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM inserted
+),
+{{template "count_changes"}},
 {{template "mark_enqueued"}},
 {{template "tag_enqueued"}},
 notified AS (

@@ -27,4 +27,10 @@ released AS (
     FROM target t WHERE j.id = t.id
     RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM released
+    UNION ALL
+    SELECT queue, 'running', -1 FROM released
+),
+{{template "count_changes"}},
 {{template "pending_again" "released"}};

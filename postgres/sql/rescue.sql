@@ -37,6 +37,7 @@ marked AS (
     SELECT queue, priority, run_at, id, group_key FROM retried WHERE group_key IS NOT NULL
 ),
 {{template "fail_for_good" "expired"}},
+{{template "count_changes"}},
 freeing AS (
     SELECT group_key, count(*) AS n FROM expired WHERE group_key IS NOT NULL GROUP BY group_key
 ),

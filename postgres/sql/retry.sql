@@ -40,6 +40,10 @@ revived AS (
     FROM old
     RETURNING *
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM revived
+),
+{{template "count_changes"}},
 hurried AS (
     UPDATE readpast_jobs SET run_at = now()
     WHERE id = $1 AND state = 'pending'

@@ -19,4 +19,10 @@ snoozed AS (
     FROM target t WHERE j.id = t.id
     RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
+changes AS (
+    SELECT queue, 'pending' AS state, 1::bigint AS n FROM snoozed
+    UNION ALL
+    SELECT queue, 'running', -1 FROM snoozed
+),
+{{template "count_changes"}},
 {{template "pending_again" "snoozed"}};

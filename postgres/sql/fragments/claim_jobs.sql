@@ -29,7 +29,13 @@ claimed AS (
             WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
       AND j.state = 'pending'
     RETURNING j.*
-){{end}}{{/*
+),
+changes AS (
+    SELECT queue, 'running' AS state, 1::bigint AS n FROM claimed
+    UNION ALL
+    SELECT queue, 'pending', -1 FROM claimed
+),
+{{template "count_changes"}}{{end}}{{/*
 claim_result returns the claimed jobs, the columns that differ from job to
 job only: what the claim set on every job alike (state running, the token
 $5, the worker $2, a lease of $4 microseconds from started_at) the caller

@@ -1,8 +1,8 @@
 {{/* The claim routine: its parameters, the claimed jobs in claim order,
 and its body. When no group of the queues $1 has a due ready mark, the
 claim's group branches would find nothing: it sends the ungrouped branch
-alone (sql/claim_ungrouped.sql, a plan of 20 nodes instead of
-sql/claim.sql's 86), and sql/claim.sql otherwise. The check reads the
+alone (sql/claim_ungrouped.sql, a plan of 28 nodes instead of
+sql/claim.sql's 91), and sql/claim.sql otherwise. The check reads the
 marks' claim-order index (queue first) up to the first due mark. Given a
 start in claim order ($6 priority, $7 run_at; NULLs for none), the
 ungrouped claim starts there (sql/claim_ungrouped.sql rendered "from";

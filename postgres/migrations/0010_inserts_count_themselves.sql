@@ -1,0 +1,16 @@
+-- Schema version 10: the statements that insert live jobs count them
+-- too, as 0009 made the others do.
+--
+-- The insert trigger of 0005 copied every job an enqueue inserted into a
+-- transition table to count them by queue. The five statements that
+-- insert into readpast_jobs now append that count to readpast_count_deltas
+-- themselves, from their RETURNING (sql/fragments/count_changes.sql):
+-- enqueue, enqueue with unique keys, retry, bulk retry and a schedule's
+-- firing. Only the history's updates and deletes (retries, deletes,
+-- prunes) are still counted by triggers.
+--
+-- As with 0009: DROP TRIGGER waits for the statements in flight and holds
+-- new ones until this commits, so the counts stay exact across the change;
+-- enqueues of an older readpast still running after it would go
+-- uncounted, so stop those processes before migrating.
+DROP TRIGGER readpast_jobs_count_insert ON readpast_jobs;
