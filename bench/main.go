@@ -1,6 +1,7 @@
 // Command bench runs readpast's benchmark scenarios side by side with
 // River (github.com/riverqueue/river) on one PostgreSQL, alternating the
-// two systems scenario by scenario, and prints each figure with River's
+// two systems scenario by scenario (readpast first in odd rounds, River
+// first in even ones), and prints each figure with River's
 // beside it and their ratio. It is a module of its own, so that readpast
 // never depends on River.
 //

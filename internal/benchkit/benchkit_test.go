@@ -3,6 +3,7 @@ package benchkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,5 +49,12 @@ func TestScenariosRun(t *testing.T) {
 	}
 	if _, err := Select("drain-100,nope"); err == nil {
 		t.Error("an unknown scenario was accepted")
+	}
+}
+
+func TestInTurn(t *testing.T) {
+	in := []int{1, 2}
+	if got := fmt.Sprint(inTurn(in, 0), inTurn(in, 1), inTurn(in, 2), in); got != "[1 2] [2 1] [1 2] [1 2]" {
+		t.Errorf("rounds 0, 1, 2 and the input after: %s", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -87,7 +88,7 @@ func Run(ctx context.Context, systems []System, scenarios []Scenario, rounds int
 	var out []Result
 	for _, sc := range scenarios {
 		for round := range max(1, rounds) {
-			for _, sys := range systems {
+			for _, sys := range inTurn(systems, round) {
 				res, err := sc.Run(ctx, sys, o)
 				if errors.Is(err, ErrNotApplicable) {
 					continue
@@ -103,6 +104,20 @@ func Run(ctx context.Context, systems []System, scenarios []Scenario, rounds int
 		}
 	}
 	return out, nil
+}
+
+// inTurn is the order in which the systems run in round: reversed every
+// other round, so that what one run leaves behind on a shared server (WAL
+// to recycle or to create, a checkpoint under way, dirty pages) falls on
+// each system as often, not always on the one that runs second, nor the
+// first run of a fresh server always on the first system.
+func inTurn[S any](systems []S, round int) []S {
+	if round%2 == 0 {
+		return systems
+	}
+	out := slices.Clone(systems)
+	slices.Reverse(out)
+	return out
 }
 
 // WriteTable prints results as a table, one row each.
