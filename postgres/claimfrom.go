@@ -336,9 +336,6 @@ type rescueFrom struct {
 	full  fullSchedule // when the next full scan is due
 	// fullEvery, when set (by tests), replaces fullInterval.
 	fullEvery time.Duration
-	// onAhead, when set (by tests, before use), is called as ahead
-	// begins: a stall there replays a wake-up racing the full claim.
-	onAhead func()
 }
 
 // start says where a scan beginning at now starts: after the returned
