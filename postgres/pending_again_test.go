@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,7 @@ func (w claimWatch) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readp
 
 // TestPendingAgainWakesOnlyFullClaims replays the window of a write that
 // puts a job back to pending behind the claim position (a release, a
-// failure with a retry due now): between its commit, its forcing the next
+// failure with a retry due now, a retry by hand, a bulk retry): between its commit, its forcing the next
 // claim to start at the head (claimFrom.ahead) and its waking the claimers
 // (postgres/claimfrom.go, pendingAgain). A claimer woken before the next
 // claim is forced to be full starts at the position, past the job, comes
@@ -48,6 +49,23 @@ func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 			errs, err := s.Fail(ctx, []readpast.Failure{{ID: j.ID, Token: j.Token, Message: "again", RetryAt: time.Now().Add(-time.Second)}})
 			if err == nil {
 				err = errs[0]
+			}
+			return err
+		},
+		"retry by hand": func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+			if _, err := s.Cancel(ctx, j.ID); err != nil {
+				return err
+			}
+			_, err := s.Retry(ctx, j.ID)
+			return err
+		},
+		"bulk retry": func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
+			if _, err := s.Cancel(ctx, j.ID); err != nil {
+				return err
+			}
+			n, err := s.BulkRetry(ctx, readpast.JobFilter{Queue: "q", State: readpast.StateCancelled})
+			if err == nil && n != 1 {
+				err = fmt.Errorf("bulk retry retried %d jobs, want 1", n)
 			}
 			return err
 		},
