@@ -20,8 +20,10 @@ const bulkRetryRounds = 8
 // walking the matching jobs by id; then the ids it passed over because
 // another transaction held them, again, a few rounds apart. A job still
 // held after that was being finished by its holder, which decides its
-// fate. It returns how many jobs the action changed.
-func (s *Store) bulk(ctx context.Context, op, action, stmt string, f readpast.JobFilter) (int, error) {
+// fate. After each batch that changed jobs it calls wake, which wakes the
+// claimers (and, for a retry, first makes their next claims full ones:
+// pendingAgain). It returns how many jobs the action changed.
+func (s *Store) bulk(ctx context.Context, op, action, stmt string, f readpast.JobFilter, wake func()) (int, error) {
 	f, err := f.Normalize(action)
 	if err != nil {
 		return 0, err
@@ -30,7 +32,7 @@ func (s *Store) bulk(ctx context.Context, op, action, stmt string, f readpast.Jo
 	var skipped []int64
 	after := int64(0)
 	for {
-		n, last, skip, err := s.bulkBatch(ctx, stmt, f, after, nil)
+		n, last, skip, err := s.bulkBatch(ctx, stmt, f, after, nil, wake)
 		total += n
 		if err != nil {
 			return total, opErr(op, err)
@@ -50,7 +52,7 @@ func (s *Store) bulk(ctx context.Context, op, action, stmt string, f readpast.Jo
 		var again []int64
 		for start := 0; start < len(skipped); start += readpast.BulkBatch {
 			part := skipped[start:min(start+readpast.BulkBatch, len(skipped))]
-			n, _, skip, err := s.bulkBatch(ctx, stmt, f, 0, part)
+			n, _, skip, err := s.bulkBatch(ctx, stmt, f, 0, part, wake)
 			total += n
 			if err != nil {
 				return total, opErr(op, err)
@@ -63,9 +65,10 @@ func (s *Store) bulk(ctx context.Context, op, action, stmt string, f readpast.Jo
 }
 
 // bulkBatch runs one batch of a bulk statement: past id after, or on ids
-// when set. It returns how many jobs it changed, the walk's last id (nil
-// at the end) and the ids other transactions held.
-func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter, after int64, ids []int64) (n int, last *int64, skipped []int64, err error) {
+// when set, and calls wake if it changed any. It returns how many jobs it
+// changed, the walk's last id (nil at the end) and the ids other
+// transactions held.
+func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter, after int64, ids []int64, wake func()) (n int, last *int64, skipped []int64, err error) {
 	type out struct {
 		n       int
 		last    *int64
@@ -81,7 +84,7 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 		return 0, nil, nil, err
 	}
 	if o.n > 0 {
-		s.pendingAgain() // a retried job may lie ahead of a claim position
+		wake()
 	}
 	return o.n, o.last, o.skipped, nil
 }
@@ -90,19 +93,21 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 // (sql/bulk_retry.sql), in batches.
 func (s *Store) BulkRetry(ctx context.Context, f readpast.JobFilter) (int, error) {
 	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
-	return s.bulk(ctx, "bulk retry", readpast.BulkRetryAction, bulkRetrySQL, f)
+	// A retried job may lie ahead of a claim position: the next claims
+	// are full ones before the claimers wake (pendingAgain).
+	return s.bulk(ctx, "bulk retry", readpast.BulkRetryAction, bulkRetrySQL, f, s.pendingAgain)
 }
 
 // BulkCancel cancels the pending and running jobs f matches
 // (sql/bulk_cancel.sql), in batches that never make a claim wait.
 func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, error) {
-	return s.bulk(ctx, "bulk cancel", readpast.BulkCancelAction, bulkCancelSQL, f)
+	return s.bulk(ctx, "bulk cancel", readpast.BulkCancelAction, bulkCancelSQL, f, s.hub.Broadcast)
 }
 
 // BulkDelete deletes the finished jobs f matches (sql/bulk_delete.sql),
 // in batches.
 func (s *Store) BulkDelete(ctx context.Context, f readpast.JobFilter) (int, error) {
-	return s.bulk(ctx, "bulk delete", readpast.BulkDeleteAction, bulkDeleteSQL, f)
+	return s.bulk(ctx, "bulk delete", readpast.BulkDeleteAction, bulkDeleteSQL, f, s.hub.Broadcast)
 }
 
 // Delete deletes one finished job (sql/bulk_delete.sql on its id). A job
@@ -110,7 +115,7 @@ func (s *Store) BulkDelete(ctx context.Context, f readpast.JobFilter) (int, erro
 // times.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	for round := 0; ; round++ {
-		n, _, skipped, err := s.bulkBatch(ctx, bulkDeleteSQL, readpast.JobFilter{}, 0, []int64{id})
+		n, _, skipped, err := s.bulkBatch(ctx, bulkDeleteSQL, readpast.JobFilter{}, 0, []int64{id}, s.hub.Broadcast)
 		if err != nil {
 			return opErr("delete", err)
 		}

@@ -31,8 +31,9 @@ func (w claimWatch) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readp
 
 // TestPendingAgainWakesOnlyFullClaims replays the window of a write that
 // puts a job back to pending behind the claim position (a release, a
-// failure with a retry due now, a retry by hand, a bulk retry): between its commit, its forcing the next
-// claim to start at the head (claimFrom.ahead) and its waking the claimers
+// failure with a retry due now, a retry by hand, a bulk retry): between
+// its commit, its forcing the next claim to start at the head
+// (claimFrom.ahead) and its waking the claimers
 // (postgres/claimfrom.go, pendingAgain). A claimer woken before the next
 // claim is forced to be full starts at the position, past the job, comes
 // back empty and sleeps; the job then waits for a poll or the next
@@ -144,11 +145,15 @@ func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 					t.Fatalf("job %d did not run", want)
 				}
 			}
-			// Let the client come back empty and go to sleep.
-			time.Sleep(200 * time.Millisecond)
-			select {
-			case <-w.returned:
-			default:
+			// Let the client come back empty and go to sleep: no claim
+			// returns for 200 ms (a claim returning late, during the
+			// stall below, would count as woken early).
+			for quiet := false; !quiet; {
+				select {
+				case <-w.returned:
+				case <-time.After(200 * time.Millisecond):
+					quiet = true
+				}
 			}
 
 			armed.Store(true)
