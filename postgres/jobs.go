@@ -706,6 +706,12 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 	if err != nil {
 		return nil, opErr("cancel", err)
 	}
+	if j.Group != nil {
+		// The job is cancelled either way: the error says so.
+		if err := s.markGroupHeads(ctx, *j.Group); err != nil {
+			return j, fmt.Errorf("cancel: job %d cancelled, then %w", id, classify(err))
+		}
+	}
 	return j, nil
 }
 

@@ -529,10 +529,15 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) (freed boo
 	if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS); err != nil {
 		return false, err
 	}
-	if readpast.JobState(state) == readpast.StateRunning && group.Valid {
+	switch {
+	case !group.Valid:
+		return false, nil
+	case readpast.JobState(state) == readpast.StateRunning:
 		return freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
 	}
-	return false, nil
+	// A pending job left its group's stream: the only mark leading to the
+	// group may have been its own, in a queue no claimer reads (paused).
+	return announceHeads(ctx, tx, []string{group.String}, nowUS)
 }
 
 // historyErr is ErrInvalidState when job id is finished, else ErrNotFound.

@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"StatsCountEveryChange", testStatsCountEveryChange},
 		{"ListAndStats", testListStats},
 		{"PauseAndResumeQueues", testPause},
+		{"PauseHoldsAGroupsLaterJobs", testPauseGroupStream},
 		{"Inspect", testInspect},
 		{"Prune", testPrune},
 		{"GroupMutualExclusion", testGroupExclusion},

@@ -37,4 +37,4 @@ SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        finished_at, errors, result, unique_key, unique_until,
        array_to_string(tags, ' '), snoozes
 FROM moved
-WHERE (SELECT count(*) FROM notified) >= 0;
+WHERE (SELECT count(*) FROM notified) >= 0 AND readpast_stall('cancel.end', id);

@@ -1,0 +1,20 @@
+-- Mark the next claimable jobs of group $1 (markGroupHeads, after a
+-- cancel of one of its jobs has committed): among the group's first free
+-- (at most 64) due pending jobs across all queues, the first one in each
+-- queue gets a ready mark, as the announce trigger does for a freed slot
+-- (migrations/0008). A full group gets none: whoever frees a slot marks.
+-- A job may be marked twice (a second mark costs a claim one more row to
+-- walk, and the claim that holds the group uses up both).
+--
+-- Locks: none (inserts only). Waits on nothing.
+INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+SELECT DISTINCT ON (j.queue) j.queue, j.priority, j.run_at, j.id, $1
+FROM (SELECT greatest(coalesce((SELECT max_running - running FROM readpast_groups WHERE group_key = $1), 1), 0) AS free) f
+CROSS JOIN LATERAL (
+    SELECT id, queue, priority, run_at
+    FROM readpast_jobs
+    WHERE group_key = $1 AND state = 'pending' AND run_at <= clock_timestamp()
+    ORDER BY priority, run_at, id
+    LIMIT least(f.free, 64)
+) j
+ORDER BY j.queue, j.priority, j.run_at, j.id;
