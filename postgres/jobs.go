@@ -938,10 +938,17 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err != nil {
 		return nil, err
 	}
+	// Like the claim routine, take the queues' pause keys first, in a
+	// statement of their own (sql/claim_queues.sql).
+	if err := tx.QueryRow(ctx, claimQueuesSQL, p.Queues).Scan(&p.Queues); err != nil {
+		return nil, opErr("claim", err)
+	}
 	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
 }
 
-// PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql).
+// PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql):
+// once it returns, no claim takes one. It waits for the claims of queue
+// in flight to end; claims never wait for it.
 func (s *Store) PauseQueue(ctx context.Context, queue string) error {
 	if err := readpast.CheckQueue(queue); err != nil {
 		return err

@@ -19,8 +19,11 @@ var sqlFiles embed.FS
 
 // The statements.
 var (
-	enqueueSQL        = mustStatement("enqueue")
-	claimSQL          = mustStatement("claim")
+	enqueueSQL = mustStatement("enqueue")
+	claimSQL   = mustStatement("claim")
+	// claimQueuesSQL takes the pause keys of a claim's queues; the claim
+	// routine runs it first, in a statement of its own.
+	claimQueuesSQL    = mustStatement("claim_queues")
 	claimUngroupedSQL = mustStatement("claim_ungrouped")
 	// claimUngroupedFromSQL is claim_ungrouped starting after a position
 	// in claim order (claimfrom.go).

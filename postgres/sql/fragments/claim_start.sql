@@ -2,8 +2,10 @@
 claim_start begins both claims (claim.sql, claim_ungrouped.sql): it
 defines
     open_queues (name text): the queues of $1 that are not paused
-        (readpast_queues, read without a lock: a pause that commits while
-        the claim runs takes effect on the next claim);
+        (readpast_queues, read without a row lock: $1 holds only queues
+        whose pause keys the claim took before this statement began,
+        sql/claim_queues.sql, so a pause either committed before this
+        snapshot or waits for the claim to end);
     ungrouped (id bigint, priority integer, run_at timestamptz,
         group_key text): per open queue, its first $3 pending ungrouped
         jobs that are due, in claim order, locked FOR UPDATE SKIP LOCKED
@@ -19,7 +21,8 @@ split in two.
 */}}{{define "claim_start"}}
 open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
-    WHERE NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
+    WHERE readpast_stall('claim.queues', q.name)
+      AND NOT EXISTS (SELECT 1 FROM readpast_queues p WHERE p.name = q.name AND p.paused_at IS NOT NULL)
 ),
 ungrouped AS (
     SELECT j.id, j.priority, j.run_at, NULL::text AS group_key

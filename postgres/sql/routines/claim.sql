@@ -6,13 +6,20 @@ sql/claim.sql's 91), and sql/claim.sql otherwise. The check reads the
 marks' claim-order index (queue first) up to the first due mark. Given a
 start in claim order ($6 priority, $7 run_at; NULLs for none), the
 ungrouped claim starts there (sql/claim_ungrouped.sql rendered "from";
-postgres/claimfrom.go says when the store sends one). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
+postgres/claimfrom.go says when the store sends one). First of all, in
+a statement of its own, it keeps of $1 the queues whose pause keys it
+gets (sql/claim_queues.sql): the claim's statement, with a later
+snapshot, then reads every pause that committed before it took the key,
+and a pause waits for it to end. */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer,
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
     created_at timestamptz, started_at timestamptz, errors jsonb,
     unique_key text, unique_until timestamptz, tags text, snoozes integer){{end}}
-{{define "body"}}IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= now()) THEN
+{{define "declare"}}DECLARE
+    kept_queues ALIAS FOR $1;
+{{end}}{{define "body"}}kept_queues := ({{.Queues}});
+IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= now()) THEN
 RETURN QUERY
 {{.Body}};
 ELSIF $6 IS NULL THEN

@@ -2,8 +2,8 @@
 -- of its own, so that each server session plans it once, with plans that
 -- cannot scan a whole table and are never compiled by the JIT. Its result
 -- is the statement's. The parameters and result columns ("signature")
--- come from the routine's own file, which may also replace the body: by
--- default RETURN QUERY of the statement.
+-- come from the routine's own file, which may also replace the body (by
+-- default RETURN QUERY of the statement) and declare variables.
 CREATE OR REPLACE FUNCTION {{.Name}}{{template "signature"}}
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
@@ -11,7 +11,7 @@ SET enable_seqscan = off
 SET jit = off
 AS $routine$
 #variable_conflict use_column
-BEGIN
+{{block "declare" .}}{{end}}BEGIN
 {{block "body" .}}RETURN QUERY
 {{.Body}};{{end}}
 END
