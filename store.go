@@ -103,7 +103,9 @@ type Store interface {
 	// its job counts per state and whether it is paused.
 	Queues(ctx context.Context) ([]QueueInfo, error)
 	// Prune deletes up to p.Limit finished jobs in p.State finished before
-	// p.Before, and returns how many it deleted.
+	// p.Before, and returns how many it deleted. It keeps a job whose
+	// unique key's period (UniqueUntil) has not ended, so that the key
+	// holds for its whole period.
 	Prune(ctx context.Context, p PruneParams) (int, error)
 	// Close releases what the store opened itself.
 	Close() error

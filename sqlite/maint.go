@@ -133,7 +133,7 @@ func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) 
 	var n int
 	err = s.writeTx(ctx, "prune", func(tx *sql.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, pruneSQL, string(p.State), micros(p.Before), p.Limit)
+		rows, err := tx.QueryContext(ctx, pruneSQL, string(p.State), micros(p.Before), p.Limit, micros(s.now()))
 		if err != nil {
 			return err
 		}

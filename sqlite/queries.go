@@ -239,7 +239,8 @@ WHERE state = 'running' AND lease_expires_at <= ?1
 ORDER BY lease_expires_at, id
 LIMIT ?2`
 	pruneSQL = `DELETE FROM readpast_history WHERE id IN (
-    SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)
+    SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2
+      AND (unique_until IS NULL OR unique_until <= ?4) LIMIT ?3)
 RETURNING id, unique_key, tags`
 )
 

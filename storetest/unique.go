@@ -223,12 +223,23 @@ func testUniqueScopes(t *testing.T, h Harness) {
 	frees("k6", "period over")
 	frees("k7", "period over")
 
-	// Retention that deletes a holder within its period frees its key.
-	k8 := enqueue(t, s, readpast.EnqueueParams{Kind: "uk", UniqueKey: "k8", UniqueFor: time.Hour})[0]
+	// Retention keeps a holder until its period has ended, whatever its
+	// own retention says, so that the key holds for the whole period; it
+	// deletes the holder after that, and the key is free.
+	k8 := enqueue(t, s, readpast.EnqueueParams{Kind: "uk", UniqueKey: "k8", UniqueFor: period})[0]
 	ok(s.Cancel(ctx, k8.ID)).must(t)
-	holds("k8", k8.ID, "cancelled within an hour's period")
-	ok(s.Prune(ctx, readpast.PruneParams{State: readpast.StateCancelled, Before: time.Now().Add(time.Second)})).must(t)
-	frees("k8", "holder deleted by retention")
+	holds("k8", k8.ID, "cancelled within its period")
+	pruneCancelled := func() {
+		ok(s.Prune(ctx, readpast.PruneParams{State: readpast.StateCancelled, Before: time.Now().Add(time.Hour)})).must(t)
+	}
+	pruneCancelled()
+	holds("k8", k8.ID, "retention ran within its period")
+	if k8.UniqueUntil == nil {
+		t.Fatalf("unique_until of %+v is not set", k8)
+	}
+	time.Sleep(time.Until(k8.UniqueUntil.Add(50 * time.Millisecond)))
+	pruneCancelled()
+	frees("k8", "holder deleted by retention after its period")
 }
 
 // drain cancels every live job, so the next claim takes what comes next.
