@@ -39,19 +39,30 @@ import (
 //     full one; a claim in flight meanwhile does not move the position,
 //     and one that ends beyond the reach of a job this store enqueued
 //     while it ran makes the next claim a full one.
-//   - A full claim, from the head, runs at least every claimFullEvery, or
-//     every claimFullCostRatio times as long as the last full claim took
-//     when that is longer (at most claimFullMax): a job that another
-//     process put ahead of a position waits that long at most. Full claims
-//     then cost at most about 1/claimFullCostRatio of the claimer's time
-//     however many entries a held snapshot keeps.
+//   - A full claim, from the head, runs whenever claimFullCostRatio times
+//     as long as the last full claim took has passed since it began (at
+//     most claimFullMax): full claims cost at most about
+//     1/claimFullCostRatio of the claimer's time however many entries a
+//     held snapshot keeps, and the positions are adaptive. In ordinary
+//     running a full claim takes a millisecond or two, so a claim starts
+//     from a position only when it follows the last full one within a few
+//     tens of milliseconds (a busy drain), and a trickle's claims all start
+//     at the head: claim order is exact across processes. Only while a
+//     claim from the head is expensive (a held snapshot keeps many entries
+//     ahead of the due jobs) do claims start from positions for longer.
+//   - A positioned claim that comes back short (fewer jobs than asked
+//     for) may have missed a job that another process put ahead of the
+//     position, or one that became due there; the claimer then waits for
+//     a wake-up or its poll. So the store wakes its claimers itself when
+//     the next full claim is due (claimFrom.wake): a job another process
+//     put ahead of a position waits at most claimFullCostRatio times as
+//     long as a full claim takes, whatever the poll interval.
 //
 // Claims of several queues at once, and grouped claims (sql/claim.sql, when
 // a group has a due ready mark), always start at the head. SQLite has no
 // dead index entries to walk (it deletes them with the row), so its store
 // has no positions.
 const (
-	claimFullEvery     = time.Second
 	claimFullCostRatio = 20
 	claimFullMax       = 10 * time.Second
 	claimFromSlack     = 100 * time.Millisecond
@@ -89,11 +100,14 @@ func positionOf(j *readpast.Job) claimPosition {
 type claimFrom struct {
 	mu     sync.Mutex
 	queues map[string]*queuePosition
-	// fullEvery, when set (by tests), replaces fullInterval.
+	// fullEvery, when set (by tests), replaces claimInterval.
 	fullEvery time.Duration
 	// onAhead, when set (by tests, before use), is called as ahead
 	// begins: a stall there replays a wake-up racing the full claim.
 	onAhead func()
+	// wake, when set (by New, before use), wakes the store's claimers
+	// (see claimed).
+	wake func()
 }
 
 // enqueueLog is how many of a queue's latest enqueues the store
@@ -116,6 +130,9 @@ type queuePosition struct {
 	// have seen it: it must not leave the position past that job's reach.
 	enqueues uint64
 	enqueued [enqueueLog]claimPosition
+	// wakeAt is when the wake-up that a short positioned claim asked for
+	// comes (zero: none is pending).
+	wakeAt time.Time
 }
 
 // claimStart is where a claim begins, and what it saw of its queue.
@@ -124,6 +141,7 @@ type claimStart struct {
 	positioned bool
 	from       claimPosition // with positioned: the position it starts at
 	began      time.Time
+	limit      int // how many jobs the claim asks for
 	fulls      uint64
 	enqueues   uint64
 }
@@ -138,9 +156,10 @@ func (c claimStart) args() []any {
 	return []any{int32(c.from.priority), c.from.runAt.Add(-claimFromSlack)}
 }
 
-// start says where a claim of queues, beginning at now, starts.
-func (c *claimFrom) start(queues []string, now time.Time) claimStart {
-	st := claimStart{began: now}
+// start says where a claim of up to limit jobs of queues, beginning at
+// now, starts.
+func (c *claimFrom) start(queues []string, limit int, now time.Time) claimStart {
+	st := claimStart{began: now, limit: limit}
 	if len(queues) != 1 {
 		return st
 	}
@@ -158,7 +177,7 @@ func (c *claimFrom) start(queues []string, now time.Time) claimStart {
 	if !q.set {
 		q.full.force()
 	}
-	if q.full.due(now, c.fullEvery) {
+	if q.full.due(now, c.interval(q.full.took)) {
 		q.fulls++
 	} else {
 		st.positioned, st.from = true, q.at
@@ -167,27 +186,38 @@ func (c *claimFrom) start(queues []string, now time.Time) claimStart {
 	return st
 }
 
-// fullInterval is the longest time between two full claims of a queue
-// whose last full claim took took: claimFullEvery, or claimFullCostRatio
+// claimInterval is the longest time between two full claims of a queue
+// whose last full claim took took: claimFullCostRatio times took, up to
+// claimFullMax, or fullEvery when a test set it.
+func (c *claimFrom) interval(took time.Duration) time.Duration {
+	if c.fullEvery != 0 {
+		return c.fullEvery
+	}
+	return min(claimFullCostRatio*took, claimFullMax)
+}
+
+// fullInterval is the longest time between two full lease-expiry scans
+// when the last one took took: rescueFullEvery, or claimFullCostRatio
 // times took when that is longer, up to claimFullMax.
 func fullInterval(took time.Duration) time.Duration {
-	return min(max(claimFullEvery, claimFullCostRatio*took), claimFullMax)
+	return min(max(rescueFullEvery, claimFullCostRatio*took), claimFullMax)
 }
 
 // fullSchedule says when a scan must start at the head (a full claim, or
 // a lease-expiry scan from the oldest lease) rather than at a position.
 type fullSchedule struct {
-	at   time.Time     // when the last full scan began; zero: the next one is
-	took time.Duration // how long it took
+	at time.Time // when the last full scan began; zero: the next one is
+	// took is how long the last two full scans took, the shorter: a
+	// single slow one (the first on a new server session, which plans
+	// the statement; a pause of the process) does not space the next
+	// ones out, while a held snapshot, which slows every one, does.
+	took time.Duration
+	last time.Duration // how long the last one took
 }
 
-// due reports whether a scan beginning at now is a full one: every (0:
-// fullInterval of the last one's time) has passed since the last began.
-// If so, it is recorded as begun.
+// due reports whether a scan beginning at now is a full one: every has
+// passed since the last began. If so, it is recorded as begun.
 func (f *fullSchedule) due(now time.Time, every time.Duration) bool {
-	if every == 0 {
-		every = fullInterval(f.took)
-	}
 	if !f.at.IsZero() && now.Sub(f.at) < every {
 		return false
 	}
@@ -197,9 +227,11 @@ func (f *fullSchedule) due(now time.Time, every time.Duration) bool {
 
 // ended records the end of a full scan that began at began (failed ones
 // too: a held snapshot may make them time out), unless a later one began.
+// Until two have ended, took stays zero.
 func (f *fullSchedule) ended(began time.Time) {
 	if f.at.Equal(began) {
-		f.took = time.Since(began)
+		d := time.Since(began)
+		f.took, f.last = min(d, f.last), d
 	}
 }
 
@@ -223,6 +255,8 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 	defer c.mu.Unlock()
 	if !st.positioned {
 		q.full.ended(st.began)
+	} else if len(jobs) < st.limit {
+		c.wakeAtFull(q)
 	}
 	if last == nil || q.fulls != st.fulls {
 		// Nothing ungrouped came back (everything due lies after the
@@ -246,6 +280,21 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 		}
 	}
 	q.at, q.set = next, true
+}
+
+// wakeAtFull wakes the store's claimers when the next full claim of q is
+// due, unless a wake-up is pending already: a positioned claim of q came
+// back short, and the claimer may wait for its poll when a job lies ahead
+// of the position. c.mu is held.
+func (c *claimFrom) wakeAtFull(q *queuePosition) {
+	if c.wake == nil || q.full.at.IsZero() {
+		return
+	}
+	at := q.full.at.Add(c.interval(q.full.took))
+	if d := time.Until(at); d > 0 && !q.wakeAt.After(time.Now()) {
+		q.wakeAt = at
+		time.AfterFunc(d, c.wake)
+	}
 }
 
 // enqueued records jobs this store just committed: a queue whose position
@@ -325,9 +374,13 @@ func (s *Store) pendingAgain() {
 // seen expired by that scan, and ended, unless its row was locked by
 // another transaction that then left it running (a completion rolled
 // back), or its claim committed more than a lease plus rescueFromSlack
-// after it read the clock. For those, a full scan runs as often as a full
-// claim does (fullInterval).
-const rescueFromSlack = time.Second
+// after it read the clock. For those, a full scan runs at
+// least every rescueFullEvery, or claimFullCostRatio times as long as the
+// last one took when that is longer (fullInterval).
+const (
+	rescueFromSlack = time.Second
+	rescueFullEvery = time.Second
+)
 
 // rescueFrom is where the store's next lease-expiry scan starts.
 type rescueFrom struct {
@@ -338,6 +391,14 @@ type rescueFrom struct {
 	fullEvery time.Duration
 }
 
+// every is how long after a full scan the next one is due.
+func (r *rescueFrom) every() time.Duration {
+	if r.fullEvery != 0 {
+		return r.fullEvery
+	}
+	return fullInterval(r.full.took)
+}
+
 // start says where a scan beginning at now starts: after the returned
 // lease expiry, or at the oldest (ok false).
 func (r *rescueFrom) start(now time.Time) (after time.Time, ok bool) {
@@ -346,7 +407,7 @@ func (r *rescueFrom) start(now time.Time) (after time.Time, ok bool) {
 	if r.after.IsZero() {
 		r.full.force()
 	}
-	if r.full.due(now, r.fullEvery) {
+	if r.full.due(now, r.every()) {
 		return time.Time{}, false
 	}
 	return r.after, true

@@ -114,8 +114,15 @@ func ClaimStartArgs(j *readpast.Job) []any {
 // starts (claimfrom.go).
 const ClaimFromSlack = claimFromSlack
 
-// FullInterval is fullInterval (claimfrom.go).
+// FullInterval is fullInterval (claimfrom.go): the lease-expiry scans'.
 var FullInterval = fullInterval
+
+// ClaimInterval is the longest time between two full claims when the last
+// ones took took (claimFrom.interval).
+func ClaimInterval(took time.Duration) time.Duration {
+	var c claimFrom
+	return c.interval(took)
+}
 
 // SetRescueFullEvery sets how often s's lease-expiry scans start at the
 // oldest lease at the least, in place of fullInterval (claimfrom.go).

@@ -270,7 +270,7 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
-	st := s.claimFrom.start(p.Queues, time.Now())
+	st := s.claimFrom.start(p.Queues, p.Limit, time.Now())
 	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
 	conn.Release()
 	s.claimFrom.claimed(st, jobs)

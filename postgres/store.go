@@ -140,6 +140,7 @@ func New(pool *pgxpool.Pool) *Store {
 		routineMode: routineExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
 	s.enq = &enqueuer{write: s.insert}
+	s.claimFrom.wake = s.hub.Broadcast
 	return s
 }
 

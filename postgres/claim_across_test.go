@@ -1,0 +1,108 @@
+package postgres_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/storetest/pgharness"
+)
+
+// TestJobAheadOfAPositionStartsPromptly: a client drains a trickle of jobs
+// that its own process enqueues, with a poll interval of a minute, and
+// another process (a second store on the same database) enqueues a job one
+// priority ahead, 20 times. Each must start within 500 ms: the claim its
+// wake-up starts is a full one, or, when it starts from a position and
+// comes back short, the store wakes its claimers again when the next full
+// claim is due (postgres/claimfrom.go). Before, that claim came back short
+// and the job waited for the next full claim that a wake-up or a poll
+// happened to start: up to a second with this trickle, the poll interval
+// without it.
+func TestJobAheadOfAPositionStartsPromptly(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url := pgtest.URL(t)
+	a := pgharness.Open(t, url) // the worker's process
+	defer a.Close()
+	b := pgharness.Open(t, url) // another process
+	defer b.Close()
+
+	var mu sync.Mutex
+	started := map[int64]chan time.Time{}
+	startedCh := func(id int64) chan time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		ch := started[id]
+		if ch == nil {
+			ch = make(chan time.Time, 1)
+			started[id] = ch
+		}
+		return ch
+	}
+	workers := readpast.NewWorkers()
+	workers.Handle("urgent", func(ctx context.Context, j *readpast.Job) (any, error) {
+		startedCh(j.ID) <- time.Now()
+		return nil, nil
+	}, nil)
+	workers.Handle("trickle", func(ctx context.Context, j *readpast.Job) (any, error) { return nil, nil }, nil)
+	c, err := readpast.NewClient(a, readpast.Config{
+		Workers:      workers,
+		Queues:       map[string]readpast.QueueConfig{"q": {MaxWorkers: 4}},
+		Lease:        time.Minute,
+		PollInterval: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := a.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "trickle", Queue: "q", Priority: 2}}); err != nil && ctx.Err() == nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-trickled }()
+	time.Sleep(300 * time.Millisecond) // the trickle's claims are under way
+
+	var waits []time.Duration
+	for range 20 {
+		time.Sleep(50 * time.Millisecond)
+		js, err := b.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "urgent", Queue: "q", Priority: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		enqueued := time.Now()
+		select {
+		case at := <-startedCh(js[0].ID):
+			waits = append(waits, at.Sub(enqueued))
+		case <-time.After(3 * time.Second):
+			t.Fatalf("job %d, enqueued by another process ahead of the trickle, did not start within 3 s (poll interval a minute); waits so far %v", js[0].ID, waits)
+		}
+	}
+	t.Logf("waits in order: %v", waits)
+	slices.Sort(waits)
+	p50, p99 := waits[len(waits)/2], waits[len(waits)-1]
+	t.Logf("from another process's enqueue to the job's start: p50 %v, p99 %v (%d jobs)", p50, p99, len(waits))
+	if p99 > 500*time.Millisecond {
+		t.Fatalf("a job another process put ahead of the trickle started %v after its enqueue (p50 %v); want within 500 ms", p99, p50)
+	}
+}
