@@ -2,7 +2,10 @@ package readpast
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +41,7 @@ type Scheduler struct {
 	now      func() time.Time
 	log      *slog.Logger
 	parsed   map[string]*CronSchedule // by cron and time zone
+	failures atomic.Int64
 }
 
 // NewScheduler makes a scheduler on store.
@@ -60,9 +64,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
-		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "scheduler", slog.Any("error", err))
-		}
+		_, _ = s.Tick(ctx) // it logs its failures
 		select {
 		case <-ctx.Done():
 			return
@@ -71,26 +73,36 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
+// Failures returns how many fires of a schedule failed since the
+// scheduler was made.
+func (s *Scheduler) Failures() int64 { return s.failures.Load() }
+
 // Tick fires every tick due now, as Plan decides, and returns how many
 // jobs it enqueued. Ticks another scheduler fired meanwhile are left to
-// it.
+// it. Each schedule fires on its own: one whose fire fails is logged,
+// counted (Failures) and left for the next look, and the others still
+// fire; the error returned joins the failures.
 func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 	made := 0
+	var errs []error
+	failed := map[string]bool{} // fired no more in this look
 	// A schedule whose next tick is due again after a firing (it was
 	// late) is fired again in the next round; the rounds are bounded.
 	for round := 0; round < 10; round++ {
 		now := s.now()
-		due, err := s.store.DueSchedules(ctx, now, dueBatch)
+		due, err := s.store.DueSchedules(ctx, now, dueBatch+len(failed))
 		if err != nil {
-			return made, err
-		}
-		if len(due) == 0 {
-			return made, nil
-		}
-		for _, sc := range due {
-			if sc.NextRunAt == nil {
-				continue // not due: the store returned it by mistake
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "scheduler: due schedules not read", slog.Any("error", err))
 			}
+			return made, errors.Join(append(errs, err)...)
+		}
+		tried := 0
+		for _, sc := range due {
+			if sc.NextRunAt == nil || failed[sc.Name] {
+				continue // not due (the store returned it by mistake), or failed in this look
+			}
+			tried++
 			c, err := s.cron(sc)
 			if err != nil {
 				s.log.WarnContext(ctx, "schedule does not parse; not fired", slog.String("schedule", sc.Name), slog.Any("error", err))
@@ -99,7 +111,15 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 			f := Plan(sc, c, now)
 			fired, job, err := s.store.FireSchedule(ctx, f)
 			if err != nil {
-				return made, err
+				if ctx.Err() != nil {
+					return made, errors.Join(append(errs, err)...)
+				}
+				failed[sc.Name] = true
+				s.failures.Add(1)
+				s.log.WarnContext(ctx, "schedule not fired", slog.String("schedule", sc.Name),
+					slog.Time("tick", f.Expect), slog.Any("error", err))
+				errs = append(errs, fmt.Errorf("schedule %s: %w", sc.Name, err))
+				continue
 			}
 			switch {
 			case !fired:
@@ -108,13 +128,19 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 				made++
 				s.log.DebugContext(ctx, "schedule fired", slog.String("schedule", sc.Name),
 					slog.Time("tick", *f.Tick), slog.Int64("job", job.ID), slog.Bool("catch_up", f.CatchUp))
+			case f.Tick != nil && !f.CatchUp:
+				s.log.InfoContext(ctx, "tick fired already; schedule moved on", slog.String("schedule", sc.Name),
+					slog.Time("tick", *f.Tick), slog.Any("next", f.Next))
 			default:
 				s.log.InfoContext(ctx, "missed ticks skipped", slog.String("schedule", sc.Name),
 					slog.Time("from", f.Expect), slog.Any("next", f.Next))
 			}
 		}
+		if tried == 0 {
+			break
+		}
 	}
-	return made, nil
+	return made, errors.Join(errs...)
 }
 
 func (s *Scheduler) cron(sc *Schedule) (*CronSchedule, error) {

@@ -44,28 +44,51 @@ func noSchedule(name string) error {
 	return fmt.Errorf("schedule %q: %w", name, readpast.ErrScheduleNotFound)
 }
 
-// PutSchedule creates or replaces a schedule (see readpast.Store).
+// putAttempts bounds the attempts of PutSchedule and of a resume, each of
+// which fails only when a scheduler fired a later tick meanwhile.
+const putAttempts = 10
+
+// PutSchedule creates or replaces a schedule (see readpast.Store). A new
+// next tick is the first after now, or after the last tick that fired when
+// that is later: the statement refuses one that is not (a scheduler whose
+// clock runs ahead may have fired a later tick since now was read), and
+// the put is tried again from the last fired tick.
 func (s *Store) PutSchedule(ctx context.Context, p readpast.ScheduleParams) (*readpast.Schedule, bool, error) {
 	now := time.Now()
 	p, c, err := p.Normalize(now)
 	if err != nil {
 		return nil, false, err
 	}
-	var next *time.Time
-	if n := c.Next(now); !n.IsZero() {
-		next = &n
-	}
 	var group *string
 	if p.Job.Group != "" {
 		group = &p.Job.Group
 	}
-	var created bool
-	sc, err := scanSchedule(s.pool.QueryRow(ctx, schedulePutSQL, p.Name, p.Cron, p.TimeZone, string(p.CatchUp), p.Paused,
-		p.Job.Queue, p.Job.Kind, string(p.Job.Payload), p.Job.Priority, p.Job.MaxAttempts, group, next), &created)
-	if err != nil {
-		return nil, false, opErr("put schedule", err)
+	from := now
+	for range putAttempts {
+		var next *time.Time
+		if n := c.Next(from); !n.IsZero() {
+			next = &n
+		}
+		var created bool
+		sc, err := scanSchedule(s.pool.QueryRow(ctx, schedulePutSQL, p.Name, p.Cron, p.TimeZone, string(p.CatchUp), p.Paused,
+			p.Job.Queue, p.Job.Kind, string(p.Job.Payload), p.Job.Priority, p.Job.MaxAttempts, group, next), &created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// A tick at or after next has fired: start after it.
+			cur, err := s.GetSchedule(ctx, p.Name)
+			if err != nil {
+				return nil, false, err
+			}
+			if cur.LastRunAt != nil && cur.LastRunAt.After(from) {
+				from = *cur.LastRunAt
+			}
+			continue
+		}
+		if err != nil {
+			return nil, false, opErr("put schedule", err)
+		}
+		return sc, created, nil
 	}
-	return sc, created, nil
+	return nil, false, fmt.Errorf("put schedule %q: schedulers kept firing later ticks; try again", p.Name)
 }
 
 // GetSchedule returns a schedule.
@@ -110,16 +133,24 @@ func (s *Store) schedules(ctx context.Context, op, q string, args ...any) ([]*re
 	return out, nil
 }
 
-// DeleteSchedule deletes a schedule and its runs.
+// DeleteSchedule deletes a schedule and its runs, those of a fire that
+// commits meanwhile included (sql/schedule_delete.sql).
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	var n int
-	if err := s.pool.QueryRow(ctx, scheduleDeleteSQL, name).Scan(&n); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, scheduleDeleteSQL, name)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return noSchedule(name)
+		}
+		_, err = tx.Exec(ctx, scheduleDeleteRunsSQL, name)
+		return err
+	})
+	if err != nil && !errors.Is(err, readpast.ErrScheduleNotFound) {
 		return opErr("delete schedule", err)
 	}
-	if n == 0 {
-		return noSchedule(name)
-	}
-	return nil
+	return err
 }
 
 // PauseSchedule pauses or resumes a schedule.
@@ -134,12 +165,12 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (*r
 		}
 		return sc, nil
 	}
-	for {
+	for range putAttempts {
 		sc, err := s.GetSchedule(ctx, name)
 		if err != nil || !sc.Paused {
 			return sc, err
 		}
-		sc, err = scanSchedule(s.pool.QueryRow(ctx, scheduleResumeSQL, name, sc.Version, sc.NextAfter(time.Now())))
+		sc, err = scanSchedule(s.pool.QueryRow(ctx, scheduleResumeSQL, name, sc.Version, sc.NextAfter(laterOf(time.Now(), sc.LastRunAt))))
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // changed meanwhile: read it again
 		}
@@ -148,6 +179,15 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (*r
 		}
 		return sc, nil
 	}
+	return nil, fmt.Errorf("resume schedule %q: it kept changing; try again", name)
+}
+
+// laterOf returns the later of now and t (nil: now).
+func laterOf(now time.Time, t *time.Time) time.Time {
+	if t != nil && t.After(now) {
+		return *t
+	}
+	return now
 }
 
 // ScheduleRuns returns a schedule's latest runs, newest first.
@@ -175,7 +215,9 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]rea
 	return out, nil
 }
 
-// FireSchedule fires one tick in one statement (sql/schedule_fire.sql).
+// FireSchedule fires one tick in one statement (sql/schedule_fire.sql). A
+// tick at or before the last one that fired makes no job: the schedule
+// moves on to f.Next, and FireSchedule reports it fired with no job.
 func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *readpast.Job, error) {
 	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	var (

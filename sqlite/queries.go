@@ -290,10 +290,13 @@ WHERE (unique_key, job_id) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1
 const (
 	scheduleColumns = `name, cron, time_zone, catch_up, paused, queue, kind, payload, priority, max_attempts,
     group_key, next_run_at, last_run_at, last_job_id, version, created_at, updated_at`
-	scheduleExistsSQL = `SELECT count(*) FROM readpast_schedules WHERE name = ?1`
-	scheduleGetSQL    = `SELECT ` + scheduleColumns + ` FROM readpast_schedules WHERE name = ?1`
-	scheduleListSQL   = `SELECT ` + scheduleColumns + ` FROM readpast_schedules ORDER BY name`
-	scheduleDueSQL    = `SELECT ` + scheduleColumns + ` FROM readpast_schedules
+	// scheduleExistsSQL: whether schedule ?1 exists, and its last fired tick.
+	scheduleExistsSQL = `SELECT count(*), max(last_run_at) FROM readpast_schedules WHERE name = ?1`
+	// scheduleLastRunSQL reads the last fired tick of schedule ?1.
+	scheduleLastRunSQL = `SELECT last_run_at FROM readpast_schedules WHERE name = ?1`
+	scheduleGetSQL     = `SELECT ` + scheduleColumns + ` FROM readpast_schedules WHERE name = ?1`
+	scheduleListSQL    = `SELECT ` + scheduleColumns + ` FROM readpast_schedules ORDER BY name`
+	scheduleDueSQL     = `SELECT ` + scheduleColumns + ` FROM readpast_schedules
 WHERE NOT paused AND next_run_at <= ?1 ORDER BY next_run_at LIMIT ?2`
 	// schedulePutSQL: see postgres/sql/schedule_put.sql. ?5 paused: NULL
 	// keeps; ?12 the first tick after now; ?13 now.

@@ -55,10 +55,6 @@ func (s *Store) PutSchedule(ctx context.Context, p readpast.ScheduleParams) (*re
 	if err != nil {
 		return nil, false, err
 	}
-	var next any
-	if n := c.Next(now); !n.IsZero() {
-		next = micros(n)
-	}
 	var paused any
 	if p.Paused != nil {
 		paused = *p.Paused
@@ -69,10 +65,22 @@ func (s *Store) PutSchedule(ctx context.Context, p readpast.ScheduleParams) (*re
 	)
 	err = s.writeTx(ctx, "put schedule", func(tx *sql.Tx) error {
 		var n int
-		if err := tx.QueryRowContext(ctx, scheduleExistsSQL, p.Name).Scan(&n); err != nil {
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, scheduleExistsSQL, p.Name).Scan(&n, &last); err != nil {
 			return err
 		}
 		created = n == 0
+		// A next tick never goes back to or before the last one that
+		// fired: a scheduler whose clock runs ahead may have fired a
+		// tick after now.
+		from := now
+		if last.Valid {
+			from = laterOf(now, fromMicros(last.Int64))
+		}
+		var next any
+		if n := c.Next(from); !n.IsZero() {
+			next = micros(n)
+		}
 		if _, err := tx.ExecContext(ctx, schedulePutSQL, p.Name, p.Cron, p.TimeZone, string(p.CatchUp), paused,
 			p.Job.Queue, p.Job.Kind, string(p.Job.Payload), p.Job.Priority, p.Job.MaxAttempts,
 			nullString(p.Job.Group), next, micros(now)); err != nil {
@@ -165,7 +173,11 @@ func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool) (*r
 		case paused:
 			_, err = tx.ExecContext(ctx, schedulePauseSQL, name, micros(now))
 		case cur.Paused:
-			_, err = tx.ExecContext(ctx, scheduleResumeSQL, name, cur.Version, optMicros(cur.NextAfter(now)), micros(now))
+			from := now
+			if cur.LastRunAt != nil {
+				from = laterOf(now, *cur.LastRunAt) // never back to a fired tick
+			}
+			_, err = tx.ExecContext(ctx, scheduleResumeSQL, name, cur.Version, optMicros(cur.NextAfter(from)), micros(now))
 		}
 		if err != nil {
 			return err
@@ -207,7 +219,9 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]rea
 
 // FireSchedule fires one tick in one write transaction: the conditional
 // update of the schedule's row (scheduleFireSQL) decides, then the tick's
-// job is enqueued and its run recorded.
+// job is enqueued and its run recorded. A tick at or before the last one
+// that fired makes no job: the schedule moves on to f.Next, and
+// FireSchedule reports it fired with no job.
 func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *readpast.Job, error) {
 	var (
 		fired bool
@@ -219,8 +233,19 @@ func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *rea
 			p       readpast.EnqueueParams
 			payload string
 			group   sql.NullString
+			last    sql.NullInt64
 		)
-		err := tx.QueryRowContext(ctx, scheduleFireSQL, f.Name, f.Version, micros(f.Expect), optMicros(f.Tick),
+		err := tx.QueryRowContext(ctx, scheduleLastRunSQL, f.Name).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if f.Tick != nil && last.Valid && micros(*f.Tick) <= last.Int64 {
+			f.Tick, f.CatchUp = nil, false // fired already: only move on
+		}
+		err = tx.QueryRowContext(ctx, scheduleFireSQL, f.Name, f.Version, micros(f.Expect), optMicros(f.Tick),
 			optMicros(f.Next), nil).Scan(&p.Queue, &p.Kind, &payload, &p.Priority, &p.MaxAttempts, &group)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -255,4 +280,12 @@ func (s *Store) FireSchedule(ctx context.Context, f readpast.Firing) (bool, *rea
 		s.wake()
 	}
 	return fired, job, nil
+}
+
+// laterOf returns the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

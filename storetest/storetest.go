@@ -112,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"ScheduleCatchUp", testScheduleCatchUp},
 		{"SchedulerRuns", testSchedulerRuns},
 		{"SchedulersAcrossDST", testSchedulersAcrossDST},
+		{"ScheduleNeverGoesBack", testScheduleNeverGoesBack},
 		{"Tags", testTags},
 		{"TagsInvalidChangeNothing", testTagsInvalid},
 		{"SnoozeReturnsToPendingUncounted", testSnooze},

@@ -7,7 +7,9 @@
 -- job per tick, by construction, with no leader.
 --
 -- When it matches: the next tick becomes $5 (NULL: none), and, when $4 is
--- set, the tick's job is enqueued (run at the tick, with a ready mark when
+-- set and later than the last tick that fired (last_run_at, on the row
+-- as locked: a tick fires once, whatever happened to its run row, which
+-- the trimming below deletes in time), the tick's job is enqueued (run at the tick, with a ready mark when
 -- grouped, as enqueue does) and recorded in readpast_schedule_runs with
 -- the schedule's latest 100 runs kept; $6 marks a job that stands for
 -- missed ticks. $4 NULL only moves the next tick (missed ticks skipped).
@@ -21,18 +23,18 @@ WITH newid AS (
 fired AS (
     UPDATE readpast_schedules s
     SET next_run_at = $5::timestamptz,
-        last_run_at = coalesce($4::timestamptz, s.last_run_at),
-        last_job_id = coalesce((SELECT id FROM newid), s.last_job_id)
+        last_run_at = CASE WHEN $4::timestamptz > coalesce(s.last_run_at, '-infinity') THEN $4::timestamptz ELSE s.last_run_at END,
+        last_job_id = CASE WHEN $4::timestamptz > coalesce(s.last_run_at, '-infinity') THEN (SELECT id FROM newid) ELSE s.last_job_id END
     WHERE s.name = $1 AND s.version = $2 AND NOT s.paused AND s.next_run_at = $3::timestamptz
       AND readpast_stall('schedule.fire', s.version)
-    RETURNING s.*
+    RETURNING s.*, s.last_job_id IS NOT DISTINCT FROM (SELECT id FROM newid) AND $4::timestamptz IS NOT NULL AS fresh
 ),
 job AS (
     INSERT INTO readpast_jobs (id, queue, kind, payload, priority, run_at, max_attempts, group_key)
     SELECT (SELECT id FROM newid), f.queue, f.kind, f.payload, f.priority, $4::timestamptz,
            f.max_attempts, f.group_key
     FROM fired f
-    WHERE $4::timestamptz IS NOT NULL
+    WHERE f.fresh
     RETURNING id, queue, priority, run_at, group_key
 ),
 changes AS (
@@ -46,6 +48,7 @@ marked AS (
 run AS (
     INSERT INTO readpast_schedule_runs (schedule, tick, job_id, catch_up)
     SELECT $1, $4::timestamptz, id, $6::boolean FROM job
+    WHERE readpast_stall('schedule.fired', id)
 ),
 trimmed AS (
     DELETE FROM readpast_schedule_runs r

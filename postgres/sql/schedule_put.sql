@@ -7,6 +7,13 @@
 -- so a scheduler that read the old definition fires nothing. Waits only
 -- for another writer of the same schedule row (a put, pause, resume, or a
 -- scheduler firing it).
+--
+-- A next tick never goes back to or before the last tick that fired
+-- (last_run_at): the caller read its clock before this statement, and a
+-- scheduler (whose clock may run ahead) may have fired a later tick
+-- since. Then the update matches nothing and returns no row, and the
+-- caller computes $12 again from the later of its clock and the last
+-- fired tick. The check reads the row as locked, the latest version.
 INSERT INTO readpast_schedules AS s
     (name, cron, time_zone, catch_up, paused, queue, kind, payload, priority, max_attempts,
      group_key, next_run_at)
@@ -30,5 +37,8 @@ ON CONFLICT (name) DO UPDATE SET
     END,
     version = s.version + 1,
     updated_at = now()
+WHERE coalesce($5::boolean, s.paused)
+   OR (NOT s.paused AND s.cron = excluded.cron AND s.time_zone = excluded.time_zone)
+   OR $12::timestamptz IS NULL OR s.last_run_at IS NULL OR $12::timestamptz > s.last_run_at
 RETURNING name, cron, time_zone, catch_up, paused, queue, kind, payload, priority, max_attempts,
        group_key, next_run_at, last_run_at, last_job_id, version, created_at, updated_at, (xmax = 0) AS created;
