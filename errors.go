@@ -30,7 +30,27 @@ var (
 	ErrUnavailable = errors.New("readpast: database unavailable")
 	// ErrScheduleNotFound: no schedule has that name.
 	ErrScheduleNotFound = errors.New("readpast: schedule not found")
+	// ErrSkipped is returned (as a *SkippedError) by a bulk action that
+	// could not act on some of the jobs it matched.
+	ErrSkipped = errors.New("readpast: jobs held by other transactions were skipped")
 )
+
+// SkippedError names the jobs that a bulk action matched and did not act
+// on, because other transactions held their rows for longer than the
+// store waits (a caller's transaction left open around CompleteTx, for
+// example). The count the action returns with it is what it did; acting
+// again on the same filter, or on the IDs, picks the skipped jobs up.
+type SkippedError struct {
+	Action string  // the bulk action: BulkRetryAction, BulkCancelAction or BulkDeleteAction
+	IDs    []int64 // the jobs skipped, in id order
+}
+
+func (e *SkippedError) Error() string {
+	return fmt.Sprintf("readpast: bulk %s skipped %d jobs that other transactions held: %v", e.Action, len(e.IDs), e.IDs)
+}
+
+// Is makes errors.Is(err, ErrSkipped) true.
+func (e *SkippedError) Is(target error) bool { return target == ErrSkipped }
 
 // FieldError names the parameter that made a request invalid.
 // errors.Is(err, ErrInvalid) holds for every FieldError.

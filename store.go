@@ -66,13 +66,19 @@ type Store interface {
 	// in a short transaction of its own, walking the matching jobs by id:
 	// a job that matches only once the action has walked past its id is
 	// not touched, and an error leaves the batches before it applied.
+	// Every job that matched when the walk reached it is acted on: rows
+	// other transactions hold are tried again, then waited for, within a
+	// bound (PostgreSQL: 5 s in all). Jobs still held after that are
+	// named in a *SkippedError (errors.Is ErrSkipped), returned with the
+	// count of what the action did.
 	BulkRetry(ctx context.Context, f JobFilter) (int, error)
 	// BulkCancel cancels, as Cancel does, every pending and running job
 	// that f matches (f.Normalize(BulkCancelAction)), and returns how many
 	// it cancelled: cancelled running jobs' tokens stop being current,
 	// their group slots are freed and their unique keys released. It
-	// never makes a claim wait for long (PostgreSQL: rows other
-	// transactions hold are skipped and tried again after the walk).
+	// never makes a claim wait (PostgreSQL: it waits for rows other
+	// transactions hold only while it holds no job row, and claims skip
+	// the rows it holds).
 	BulkCancel(ctx context.Context, f JobFilter) (int, error)
 	// BulkDelete deletes, as Delete does, every finished job that f
 	// matches (f.Normalize(BulkDeleteAction)), and returns how many it

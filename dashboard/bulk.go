@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -135,6 +136,11 @@ func (h *Handler) bulkDo(w http.ResponseWriter, r *http.Request, v *viewer) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), bulkTimeout)
 	defer cancel()
 	n, err := run(ctx, jf)
+	var se *readpast.SkippedError
+	skipped := 0
+	if errors.As(err, &se) {
+		skipped, err = len(se.IDs), nil
+	}
 	if err != nil {
 		h.storeError(w, r, v, err)
 		return
@@ -142,6 +148,9 @@ func (h *Handler) bulkDo(w http.ResponseWriter, r *http.Request, v *viewer) {
 	q := f.values()
 	q.Set("done", "bulk-"+a.Name)
 	q.Set("count", strconv.Itoa(n))
+	if skipped > 0 {
+		q.Set("skipped", strconv.Itoa(skipped))
+	}
 	http.Redirect(w, r, string(jobsURL(q)), http.StatusSeeOther)
 }
 
@@ -168,7 +177,8 @@ func (h *Handler) bulkRequest(w http.ResponseWriter, r *http.Request, v *viewer,
 	return a, f, jf, true
 }
 
-// bulkFlash is the message after a bulk action (?done=bulk-…&count=n).
+// bulkFlash is the message after a bulk action
+// (?done=bulk-…&count=n[&skipped=m]).
 func bulkFlash(q url.Values) string {
 	name, found := strings.CutPrefix(q.Get("done"), "bulk-")
 	a, ok := bulkActionNamed(name)
@@ -176,8 +186,12 @@ func bulkFlash(q url.Values) string {
 	if !found || !ok || err != nil || n < 0 {
 		return ""
 	}
+	msg := fmt.Sprintf("%d jobs %s.", n, a.Done)
 	if n == 1 {
-		return fmt.Sprintf("1 job %s.", a.Done)
+		msg = fmt.Sprintf("1 job %s.", a.Done)
 	}
-	return fmt.Sprintf("%d jobs %s.", n, a.Done)
+	if m, err := strconv.Atoi(q.Get("skipped")); err == nil && m > 0 {
+		msg += fmt.Sprintf(" %d skipped: other transactions held them; run the action again to include them.", m)
+	}
+	return msg
 }

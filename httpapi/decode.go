@@ -106,9 +106,12 @@ type SnoozeRequest struct {
 // readpast.JobFilter with at least one field set.
 type BulkRequest = readpast.JobFilter
 
-// BulkResponse is the answer to a bulk action: how many jobs it changed.
+// BulkResponse is the answer to a bulk action: how many jobs it changed,
+// and the jobs it matched and skipped because other transactions held
+// them (readpast.SkippedError; empty, never null, when there are none).
 type BulkResponse struct {
-	Count int `json:"count"`
+	Count   int     `json:"count"`
+	Skipped []int64 `json:"skipped"`
 }
 
 // claimArgs is a decoded claim request.

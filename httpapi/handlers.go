@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -355,11 +356,16 @@ func (s *server) bulk(w http.ResponseWriter, r *http.Request, action string, op 
 		return
 	}
 	n, err := op(r.Context(), f)
+	skipped := []int64{}
+	var se *readpast.SkippedError
+	if errors.As(err, &se) {
+		skipped, err = se.IDs, nil
+	}
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, BulkResponse{Count: n})
+	s.writeJSON(w, r, http.StatusOK, BulkResponse{Count: n, Skipped: skipped})
 }
 
 func (s *server) bulkRetry(w http.ResponseWriter, r *http.Request) {

@@ -139,3 +139,7 @@ var RescueSQL, RescueFromSQL = rescueSQL, rescueFromSQL
 // RescueFromSlack is how far before its last complete scan's time a
 // lease-expiry scan starts (claimfrom.go).
 const RescueFromSlack = rescueFromSlack
+
+// SetBulkWait sets how long s's bulk actions wait, in all, for rows that
+// other transactions hold (bulk.go).
+func SetBulkWait(s *Store, d time.Duration) { s.bulkWait = d }

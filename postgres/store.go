@@ -55,6 +55,10 @@ type Store struct {
 
 	notify *notifier // coalesces Enqueue's wake-ups of other processes
 	enq    *enqueuer // coalesces concurrent Enqueue calls into shared statements
+
+	// bulkWait bounds how long a bulk action waits, in all, for rows
+	// other transactions hold (0: defaultBulkWait; bulk.go).
+	bulkWait time.Duration
 }
 
 var (

@@ -13,10 +13,10 @@ import (
 // pausing a queue does not reorder it. While queue p is paused, a job of
 // group g in an open queue o runs if it comes before p's first job of g in
 // claim order, and waits if it comes after, until p's job has run (after a
-// resume) or left the stream (cancelled here); other groups and ungrouped
-// jobs of o are not held back.
+// resume) or left the stream (cancelled here, by Cancel or a bulk cancel
+// of p); other groups and ungrouped jobs of o are not held back.
 func testPauseGroupStream(t *testing.T, h Harness) {
-	for _, exit := range []string{"resume", "cancel"} {
+	for _, exit := range []string{"resume", "cancel", "bulk cancel"} {
 		t.Run(exit, func(t *testing.T) {
 			s := newStore(t, h)
 			ctx := ctxT(t)
@@ -63,6 +63,10 @@ func testPauseGroupStream(t *testing.T, h Harness) {
 			case "cancel":
 				if _, err := s.Cancel(ctx, pHead.ID); err != nil {
 					t.Fatal(err)
+				}
+			case "bulk cancel":
+				if n, err := s.BulkCancel(ctx, readpast.JobFilter{Queue: "p"}); err != nil || n != 1 {
+					t.Fatalf("bulk cancel of p: %d, %v; want 1", n, err)
 				}
 			}
 			c = claim(t, s, 10, time.Minute, "o")

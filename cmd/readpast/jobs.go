@@ -147,7 +147,9 @@ func runJobsDelete(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // runJobsBulk runs `jobs bulk retry|cancel|delete` on the jobs a filter
-// matches, and prints how many it changed.
+// matches, and prints how many it changed. When it skipped jobs that other
+// transactions held, it names them and fails (exit status 1), so that a
+// script does not take a partial action for a whole one.
 func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || readpast.BulkStates(args[0]) == nil {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
@@ -164,7 +166,7 @@ func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
 	state := fs.String("state", "", "only jobs in this state (retry: failed or cancelled; cancel: pending or running; delete: succeeded, failed or cancelled)")
 	tag := fs.String("tag", "", "only jobs carrying this tag")
 	group := fs.String("group", "", "only jobs of this group")
-	asJSON := fs.Bool("json", false, `print {"count": n}`)
+	asJSON := fs.Bool("json", false, `print {"count": n, "skipped": [ids]}`)
 	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return err
@@ -186,13 +188,23 @@ func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer b.close()
 	n, err := b.bulk(ctx, action, f)
-	if err != nil {
+	skipped := []int64{}
+	var se *readpast.SkippedError
+	if errors.As(err, &se) {
+		skipped = se.IDs
+	} else if err != nil {
 		return fmt.Errorf("bulk %s: %w", action, err)
 	}
 	if *asJSON {
-		return writeJSON(stdout, httpapi.BulkResponse{Count: n})
+		if err := writeJSON(stdout, httpapi.BulkResponse{Count: n, Skipped: skipped}); err != nil {
+			return err
+		}
+	} else {
+		past := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action]
+		fmt.Fprintf(stdout, "%s %d jobs\n", past, n)
 	}
-	past := map[string]string{"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action]
-	fmt.Fprintf(stdout, "%s %d jobs\n", past, n)
+	if len(skipped) > 0 {
+		return fmt.Errorf("bulk %s: skipped %d jobs that other transactions held (run it again to act on them): %v", action, len(skipped), skipped)
+	}
 	return nil
 }

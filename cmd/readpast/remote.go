@@ -211,6 +211,9 @@ func (c *remote) deleteJob(ctx context.Context, id int64) error {
 func (c *remote) bulk(ctx context.Context, action string, f readpast.JobFilter) (int, error) {
 	var res httpapi.BulkResponse
 	err := c.do(ctx, http.MethodPost, "/v1/bulk/"+action, f, &res)
+	if err == nil && len(res.Skipped) > 0 {
+		err = &readpast.SkippedError{Action: action, IDs: res.Skipped}
+	}
 	return res.Count, err
 }
 

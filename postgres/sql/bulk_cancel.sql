@@ -5,6 +5,11 @@
 -- table), its group slot is freed and the group's next jobs marked, and
 -- its unique key released (release_keys).
 --
+-- Rendered "wait" (postgres/bulk.go, for the ids still held after the
+-- rounds), the rows are locked FOR UPDATE, waiting, one job at a time,
+-- under a lock_timeout: a claim never waits on it, since claims skip
+-- locked rows and the statement holds no job row while it waits.
+--
 -- Job rows are locked FOR UPDATE SKIP LOCKED, in id order: a row that a
 -- claim, a finisher or a heartbeat holds is passed over (the statement
 -- returns those ids, and the store tries them again after the walk), so
@@ -15,7 +20,9 @@
 -- short transaction at most.
 --
 -- Returns how many it cancelled, the walk's last id (NULL: the walk is
--- over) and the ids it passed over because another transaction held them.
+-- over), the ids it passed over because another transaction held them,
+-- and the groups of the pending jobs it cancelled: the store marks their
+-- next jobs once this has committed (postgres/groupmarks.go).
 WITH {{template "bulk_scan" "readpast_jobs"}},
 target AS (
     SELECT id FROM readpast_jobs
@@ -24,7 +31,7 @@ target AS (
       AND ($5 = '' OR group_key = $5)
       AND readpast_stall('bulk.before_locks', id)
     ORDER BY id
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE{{if not .}} SKIP LOCKED{{end}}
 ),
 done AS (
     DELETE FROM readpast_jobs j
@@ -66,6 +73,7 @@ SELECT (SELECT count(*) FROM done),
              WHERE s.id NOT IN (SELECT id FROM target)
                AND EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.id = s.id
                              AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
-                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5)))
+                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5))),
+       ARRAY(SELECT DISTINCT group_key FROM done WHERE state = 'pending' AND group_key IS NOT NULL)
 WHERE (SELECT count(*) FROM notified) >= 0
   AND readpast_stall('bulk.locked', (SELECT count(*) FROM done));

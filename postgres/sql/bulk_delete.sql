@@ -3,6 +3,11 @@
 -- parameters $1..$8) that still match the filters are deleted with their
 -- tag rows and, as prune.sql does, the unique keys they still hold.
 --
+-- Rendered "wait" (postgres/bulk.go, for the ids still held after the
+-- rounds), the rows are locked FOR UPDATE, waiting, one job at a time,
+-- under a lock_timeout: a claim never waits on it, since claims skip
+-- locked rows and the statement holds no job row while it waits.
+--
 -- History rows are locked FOR UPDATE SKIP LOCKED in id order (a retry or
 -- another delete holding one: passed over, returned, tried again by the
 -- store after the walk), then key rows; tag rows are only ever written by
@@ -10,7 +15,8 @@
 -- live row and no group row: claims never wait on it.
 --
 -- Returns how many it deleted, the walk's last id (NULL: the walk is
--- over) and the ids it passed over.
+-- over), the ids it passed over, and NULL (bulk_cancel.sql returns groups
+-- there).
 WITH {{template "bulk_scan" "readpast_jobs_history"}},
 target AS (
     SELECT id FROM readpast_jobs_history
@@ -18,7 +24,7 @@ target AS (
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
       AND ($5 = '' OR group_key = $5)
     ORDER BY id
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE{{if not .}} SKIP LOCKED{{end}}
 ),
 gone AS (
     DELETE FROM readpast_jobs_history h
@@ -41,4 +47,5 @@ SELECT (SELECT count(*) FROM gone),
              WHERE s.id NOT IN (SELECT id FROM target)
                AND EXISTS (SELECT 1 FROM readpast_jobs_history h WHERE h.id = s.id
                              AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
-                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5)));
+                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5))),
+       NULL::text[];

@@ -8,6 +8,11 @@
 -- Of several jobs of the batch with one key, only the oldest tries (as
 -- when they are retried one by one in id order).
 --
+-- Rendered "wait" (postgres/bulk.go, for the ids still held after the
+-- rounds), the rows are locked FOR UPDATE, waiting, one job at a time,
+-- under a lock_timeout: a claim never waits on it, since claims skip
+-- locked rows and the statement holds no job row while it waits.
+--
 -- History rows are locked FOR UPDATE SKIP LOCKED in id order (a prune,
 -- Delete or another retry holding one: passed over, returned, tried again
 -- by the store after the walk), then key rows (the inserts wait only for
@@ -15,7 +20,8 @@
 -- group row and no live row but its own inserts: claims never wait on it.
 --
 -- Returns how many it retried, the walk's last id (NULL: the walk is
--- over) and the ids it passed over.
+-- over), the ids it passed over, and NULL (bulk_cancel.sql returns groups
+-- there).
 WITH {{template "bulk_scan" "readpast_jobs_history"}},
 cand AS (
     SELECT id, unique_key, unique_until FROM readpast_jobs_history
@@ -23,7 +29,7 @@ cand AS (
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
       AND ($5 = '' OR group_key = $5)
     ORDER BY id
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE{{if not .}} SKIP LOCKED{{end}}
 ),
 took AS (
     INSERT INTO readpast_unique_keys AS k (unique_key, job_id, keep_until)
@@ -68,5 +74,6 @@ SELECT (SELECT count(*) FROM revived),
                AND EXISTS (SELECT 1 FROM readpast_jobs_history h WHERE h.id = s.id
                              AND h.state IN ('failed', 'cancelled')
                              AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
-                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5)))
+                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5))),
+       NULL::text[]
 WHERE (SELECT count(*) FROM notified) >= 0;
