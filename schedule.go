@@ -209,9 +209,24 @@ type Firing struct {
 //
 // So a scheduler that comes back after any outage enqueues at most one
 // job (plus the ticks of the last interval): never a burst.
+//
+// A tick fires once: when N is at or before the last tick that fired
+// (s.LastRunAt: a put or resume that raced a scheduler could once set the
+// next tick back to it), N stands for the first tick after the last fired
+// one instead, and when that is not due yet the firing only moves the next
+// tick to it. The store checks it again (Store.FireSchedule).
 func Plan(s *Schedule, c *CronSchedule, now time.Time) Firing {
 	n := s.NextRunAt.UTC()
 	f := Firing{Name: s.Name, Version: s.Version, Expect: n}
+	if s.LastRunAt != nil && !n.After(*s.LastRunAt) {
+		if n = c.Next(*s.LastRunAt); n.IsZero() {
+			return f // no tick after the last fired one
+		}
+		if n.After(now) {
+			f.Next = &n
+			return f
+		}
+	}
 	next := c.Next(n)
 	if next.IsZero() || now.Before(next.Add(min(next.Sub(n), time.Minute))) {
 		f.Tick = &n

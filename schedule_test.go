@@ -137,6 +137,46 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestPlanAfterAFiredTick: a next tick at or before the last fired one
+// (the wedged state a put or resume racing a scheduler could leave) is
+// never planned again: the plan starts after the last fired tick. Before,
+// Plan fired the next tick again, and the store's run table refused it
+// (with catch_up once forever).
+func TestPlanAfterAFiredTick(t *testing.T) {
+	c := mustParse(t, "0 * * * *", "")
+	n := at(t, "2026-01-01T10:00:00Z")
+	for _, k := range []struct {
+		name    string
+		policy  CatchUp
+		last    string
+		now     string
+		tick    string // "" for none
+		catchUp bool
+		next    string
+	}{
+		{"the fired tick, next not due", CatchUpSkip, "2026-01-01T10:00:00Z", "2026-01-01T10:00:01Z", "", false, "2026-01-01T11:00:00Z"},
+		{"ticks behind, next not due", CatchUpOnce, "2026-01-01T12:00:00Z", "2026-01-01T12:00:30Z", "", false, "2026-01-01T13:00:00Z"},
+		{"the one after is on time", CatchUpSkip, "2026-01-01T10:00:00Z", "2026-01-01T11:00:10Z", "2026-01-01T11:00:00Z", false, "2026-01-01T12:00:00Z"},
+		{"missed after it: skip", CatchUpSkip, "2026-01-01T10:00:00Z", "2026-01-03T07:15:00Z", "", false, "2026-01-03T08:00:00Z"},
+		{"missed after it: once", CatchUpOnce, "2026-01-01T10:00:00Z", "2026-01-03T07:15:00Z", "2026-01-01T11:00:00Z", true, "2026-01-03T08:00:00Z"},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			last := at(t, k.last)
+			s := &Schedule{Name: "s", Version: 3, NextRunAt: &n, LastRunAt: &last, CatchUp: k.policy}
+			f := Plan(s, c, at(t, k.now))
+			if !f.Expect.Equal(n) || f.CatchUp != k.catchUp {
+				t.Fatalf("firing %+v", f)
+			}
+			if (f.Tick == nil) != (k.tick == "") || (f.Tick != nil && !f.Tick.Equal(at(t, k.tick))) {
+				t.Fatalf("tick %v, want %q", f.Tick, k.tick)
+			}
+			if f.Next == nil || !f.Next.Equal(at(t, k.next)) {
+				t.Fatalf("next %v, want %s", f.Next, k.next)
+			}
+		})
+	}
+}
+
 func TestScheduleParamsNormalize(t *testing.T) {
 	p, c, err := ScheduleParams{Name: "n", Cron: " @daily ", Job: EnqueueParams{Kind: "k"}}.Normalize(time.Now())
 	if err != nil || c == nil || p.Cron != "@daily" || p.TimeZone != "UTC" || p.CatchUp != CatchUpSkip ||

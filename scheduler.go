@@ -73,8 +73,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
-// Failures returns how many fires of a schedule failed since the
-// scheduler was made.
+// Failures returns how many fires of a schedule failed (the store's
+// FireSchedule returned an error, or the schedule's expression or time
+// zone did not parse here) since the scheduler was made. Each is also
+// logged at level Warn.
 func (s *Scheduler) Failures() int64 { return s.failures.Load() }
 
 // Tick fires every tick due now, as Plan decides, and returns how many
@@ -105,7 +107,11 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 			tried++
 			c, err := s.cron(sc)
 			if err != nil {
+				// Say, a time zone this host's tzdata does not know.
+				failed[sc.Name] = true
+				s.failures.Add(1)
 				s.log.WarnContext(ctx, "schedule does not parse; not fired", slog.String("schedule", sc.Name), slog.Any("error", err))
+				errs = append(errs, fmt.Errorf("schedule %s: %w", sc.Name, err))
 				continue
 			}
 			f := Plan(sc, c, now)
@@ -128,9 +134,9 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 				made++
 				s.log.DebugContext(ctx, "schedule fired", slog.String("schedule", sc.Name),
 					slog.Time("tick", *f.Tick), slog.Int64("job", job.ID), slog.Bool("catch_up", f.CatchUp))
-			case f.Tick != nil && !f.CatchUp:
+			case f.Tick != nil || (sc.LastRunAt != nil && !f.Expect.After(*sc.LastRunAt)):
 				s.log.InfoContext(ctx, "tick fired already; schedule moved on", slog.String("schedule", sc.Name),
-					slog.Time("tick", *f.Tick), slog.Any("next", f.Next))
+					slog.Time("tick", f.Expect), slog.Any("next", f.Next))
 			default:
 				s.log.InfoContext(ctx, "missed ticks skipped", slog.String("schedule", sc.Name),
 					slog.Time("from", f.Expect), slog.Any("next", f.Next))
