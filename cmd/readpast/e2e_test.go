@@ -765,7 +765,7 @@ func runE2E(t *testing.T, bin, db string) {
 	}
 	metrics := string(ro.must("GET", "/metrics", "", 200, nil))
 	for _, want := range []string{`readpast_jobs_enqueued_total{kind="email",queue="e2e"} 1`, `readpast_jobs_completed_total{kind="email",queue="e2e"} 1`,
-		`readpast_queue_jobs{queue="e2e",state="pending"} 3`, "readpast_claim_duration_seconds_bucket", "go_goroutines"} {
+		`readpast_queue_jobs{queue="e2e",state="pending"} 3`, "readpast_claim_duration_seconds_bucket", "readpast_schedule_fire_failures_total 0", "go_goroutines"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
 		}

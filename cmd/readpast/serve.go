@@ -218,7 +218,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maint.Go(func() { readpast.RunRescuer(maintCtx, store, *rescueEvery, log) })
 	maint.Go(func() { readpast.RunRetention(maintCtx, store, keep, readpast.DefaultRetentionInterval, log) })
 	if *scheduleEvery > 0 {
-		maint.Go(func() { readpast.RunScheduler(maintCtx, store, *scheduleEvery, log) })
+		sched := readpast.NewScheduler(store, readpast.SchedulerConfig{Interval: *scheduleEvery, Logger: log})
+		if reg != nil {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "readpast_schedule_fire_failures_total",
+				Help: "Fires of a schedule that failed in this server's scheduler (each is logged); the other schedules still fire.",
+			}, func() float64 { return float64(sched.Failures()) }))
+		}
+		maint.Go(func() { sched.Run(maintCtx) })
 	}
 	defer func() {
 		stopMaint()
