@@ -228,6 +228,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 	if err == nil && len(out) > 0 {
 		s.claimFrom.enqueued(out)
 		s.hub.Broadcast()
+		s.dueLater(out, true)
 	}
 	return out, err
 }
@@ -236,7 +237,11 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 // only if tx commits. Workers are woken when it commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	defer s.claimFrom.ahead() // its jobs' run_at is tx's start (claimfrom.go)
-	return enqueue(ctx, tx, jobs, true)
+	out, err := enqueue(ctx, tx, jobs, true)
+	if err == nil {
+		s.dueLater(out, true) // if tx commits; a spurious alarm costs a claim
+	}
+	return out, err
 }
 
 // Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that
@@ -271,7 +276,19 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
 	st := s.claimFrom.start(p.Queues, p.Limit, time.Now())
-	jobs, err := claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
+	var jobs []*readpast.Job
+	if s.claimInTx.Load() {
+		jobs, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+	} else {
+		jobs, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
+		if notReadCommitted(err) {
+			// The session's default isolation is stricter than READ
+			// COMMITTED (the routine refused before doing anything):
+			// from now on every claim runs in a transaction of its own.
+			s.claimInTx.Store(true)
+			jobs, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+		}
+	}
 	conn.Release()
 	s.claimFrom.claimed(st, jobs)
 	s.dropIdleAfter(ctx, began, err)
@@ -596,6 +613,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		msgs[k], stacks[k], discard[k] = f.Message, f.Stack, f.Discard
 		if !f.RetryAt.IsZero() {
 			retryAt[k] = &f.RetryAt
+			s.dueAt(began, f.RetryAt, false) // this store's claimers take the retry when it is due
 		}
 	}
 	errs, err := retryDeadlock(ctx, func() ([]error, error) {
@@ -685,6 +703,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	if n == 0 {
 		return s.staleOrMissing(ctx, id)
 	}
+	s.dueAt(time.Now(), time.Now().Add(d), false)
 	s.pendingAgain()
 	return nil
 }

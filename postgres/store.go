@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,13 @@ type Store struct {
 	// bulkWait bounds how long a bulk action waits, in all, for rows
 	// other transactions hold (0: defaultBulkWait; bulk.go).
 	bulkWait time.Duration
+	// claimInTx is set once a claim found its session's isolation
+	// stricter than READ COMMITTED: claims then run in READ COMMITTED
+	// transactions of their own (claimReadCommitted).
+	claimInTx atomic.Bool
+
+	due    *wake.Alarm  // wakes claimers when jobs written for later become due (due.go)
+	dueOut dueAnnouncer // tells other processes those times
 }
 
 var (
@@ -145,6 +153,8 @@ func New(pool *pgxpool.Pool) *Store {
 	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
 	s.enq = &enqueuer{write: s.insert}
 	s.claimFrom.wake = s.hub.Broadcast
+	s.due = wake.NewAlarm(s.pendingAgain)
+	s.dueOut.send = s.sendDue
 	return s
 }
 
@@ -165,6 +175,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // pool if the store opened it.
 func (s *Store) Close() error {
 	s.close()
+	s.due.Stop()
 	s.hub.Close()
 	if s.ownPool {
 		s.pool.Close()

@@ -10,7 +10,11 @@ postgres/claimfrom.go says when the store sends one). First of all, in
 a statement of its own, it keeps of $1 the queues whose pause keys it
 gets (sql/claim_queues.sql): the claim's statement, with a later
 snapshot, then reads every pause that committed before it took the key,
-and a pause waits for it to end. */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
+and a pause waits for it to end. That holds in READ COMMITTED only, where
+each statement of the routine takes a new snapshot: in a session whose
+default isolation is stricter, the routine refuses (SQLSTATE RP001)
+before it does anything, and the store runs its claims in READ COMMITTED
+transactions of their own (postgres/jobs.go). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer,
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
@@ -18,7 +22,11 @@ RETURNS TABLE (
     unique_key text, unique_until timestamptz, tags text, snoozes integer){{end}}
 {{define "declare"}}DECLARE
     kept_queues ALIAS FOR $1;
-{{end}}{{define "body"}}kept_queues := ({{.Queues}});
+{{end}}{{define "body"}}IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION 'readpast: a claim needs READ COMMITTED, this transaction is %', current_setting('transaction_isolation')
+        USING ERRCODE = 'RP001';
+END IF;
+kept_queues := ({{.Queues}});
 IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= now()) THEN
 RETURN QUERY
 {{.Body}};
