@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -135,5 +136,83 @@ func waitsBehindTrickle(t *testing.T, a *postgres.Store, from string, urgent fun
 	t.Logf("from %s to the job's start: p50 %v, p99 %v (%d jobs)", from, p50, p99, len(waits))
 	if p99 > 500*time.Millisecond {
 		t.Fatalf("a job ahead of the trickle started %v after %s (p50 %v); want within 500 ms", p99, from, p50)
+	}
+}
+
+// TestJobComingDueOnAnIdleQueueStartsPromptly: a client serves queue q
+// with free workers and a poll interval of a minute, and nothing else
+// runs. A job is enqueued to become due 300 ms later, by this process, by
+// another process (a second store on the same database), or made so by a
+// failed attempt retried 300 ms later. It must start within 500 ms of
+// becoming due: the store sets an alarm for each run_at it writes, and
+// other processes learn the times of enqueues from a NOTIFY (due.go).
+// Before, nothing woke the claimer when the job became due, and it waited
+// for the poll.
+func TestJobComingDueOnAnIdleQueueStartsPromptly(t *testing.T) {
+	for _, c := range []string{"this process", "another process", "retry of a failed attempt"} {
+		t.Run(c, func(t *testing.T) {
+			url := pgtest.URL(t)
+			a := pgharness.Open(t, url)
+			defer a.Close()
+			b := pgharness.Open(t, url) // another process on the same database
+			defer b.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			started := make(chan time.Time, 4)
+			failedAt := make(chan time.Time, 1)
+			workers := readpast.NewWorkers()
+			workers.Handle("due", func(ctx context.Context, j *readpast.Job) (any, error) {
+				if c == "retry of a failed attempt" && j.Attempt == 1 {
+					failedAt <- time.Now()
+					return nil, errors.New("the first attempt fails")
+				}
+				started <- time.Now()
+				return nil, nil
+			}, nil)
+			cl, err := readpast.NewClient(a, readpast.Config{
+				Workers:      workers,
+				Queues:       map[string]readpast.QueueConfig{"q": {MaxWorkers: 4}},
+				Lease:        time.Minute,
+				PollInterval: time.Minute,
+				RetryPolicy:  func(int) time.Duration { return 300 * time.Millisecond },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Stop(context.Background())
+			time.Sleep(300 * time.Millisecond) // the client's first claims are over
+			by := a
+			if c == "another process" {
+				by = b
+			}
+			due := time.Now().Add(300 * time.Millisecond)
+			p := readpast.EnqueueParams{Kind: "due", Queue: "q", RunAt: due, MaxAttempts: 3}
+			if c == "retry of a failed attempt" {
+				p.RunAt = time.Time{}
+			}
+			if _, err := by.Enqueue(ctx, []readpast.EnqueueParams{p}); err != nil {
+				t.Fatal(err)
+			}
+			if c == "retry of a failed attempt" {
+				select {
+				case at := <-failedAt:
+					due = at.Add(300 * time.Millisecond)
+				case <-time.After(3 * time.Second):
+					t.Fatal("the first attempt did not run")
+				}
+			}
+			select {
+			case at := <-started:
+				t.Logf("%s: started %v after it became due", c, at.Sub(due).Round(time.Millisecond))
+				if at.Sub(due) > 500*time.Millisecond {
+					t.Fatalf("%s: the job started %v after it became due; want within 500 ms", c, at.Sub(due))
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s: a job due %v ago, with 4 free workers, has not started (poll interval a minute)", c, time.Since(due).Round(time.Millisecond))
+			}
+		})
 	}
 }

@@ -53,10 +53,13 @@ func (s *Store) listenConn(ctx context.Context) error {
 	// Anything enqueued before LISTEN took effect sent no wake-up we saw.
 	s.hub.Broadcast()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return err
 		}
-		s.hub.Broadcast()
+		if !s.heardDue(n.Payload) {
+			s.hub.Broadcast()
+		}
 	}
 }
 

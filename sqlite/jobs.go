@@ -33,6 +33,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 		return nil, err
 	}
 	s.wake()
+	s.dueLater(out)
 	return out, nil
 }
 
@@ -310,6 +311,9 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if err != nil {
 		return nil, err
 	}
+	for _, f := range fs {
+		s.dueAt(time.Now(), f.RetryAt) // this store's claimers take the retry when it is due
+	}
 	if wake {
 		s.wake()
 	}
@@ -482,6 +486,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	if err != nil {
 		return err
 	}
+	s.dueAt(time.Now(), time.Now().Add(d))
 	s.wake()
 	return nil
 }

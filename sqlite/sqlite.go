@@ -94,7 +94,8 @@ type Store struct {
 	lockTimeout time.Duration
 	now         func() time.Time
 
-	hub  *wake.Hub // in-process wake-ups
+	hub  *wake.Hub   // in-process wake-ups
+	due  *wake.Alarm // wakes claimers when jobs written for later become due (due.go)
 	once sync.Once
 }
 
@@ -153,6 +154,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		now:         time.Now,
 		hub:         wake.New(),
 	}
+	s.due = wake.NewAlarm(s.wake)
 
 	busy := strconv.FormatInt(opts.BusyTimeout.Milliseconds(), 10)
 	if opts.ReadOnly {
@@ -355,6 +357,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.due.Stop()
 		s.hub.Close()
 		if s.read != nil {
 			err = s.read.Close()

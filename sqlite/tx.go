@@ -34,6 +34,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
 	}
 	s.wake()
+	s.dueLater(out) // if tx commits; a spurious alarm costs a probe
 	return out, nil
 }
 

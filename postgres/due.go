@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// A job that a store writes with a run_at ahead (an enqueue for later, a
+// failure retried later, a snooze) becomes due when nobody looks: the
+// wake-up its write sent came when it was not due, and a claimer sleeps
+// until its poll. So the store sets an alarm (Store.due) for each such
+// time: its claimers are woken then, and their next claims are full ones
+// (pendingAgain), since the job may lie ahead of a position. Other
+// processes learn the times of enqueues from a NOTIFY whose payload lists
+// them (dueAnnouncer, "due:" and Unix microseconds), and set alarms of
+// their own. Times within dueSoon of now need none (the write's wake-up
+// finds them, or the short-claim wake-up of claimfrom.go does).
+const dueSoon = 20 * time.Millisecond
+
+// dueAnnounceMax bounds the times one NOTIFY lists (about 17 bytes each,
+// well under the 8,000-byte payload limit); the rest wait for the poll.
+const dueAnnounceMax = 256
+
+// dueLater sets alarms for the jobs that become due later.
+func (s *Store) dueLater(jobs []*readpast.Job, announce bool) {
+	now := time.Now()
+	for _, j := range jobs {
+		s.dueAt(now, j.RunAt, announce)
+	}
+}
+
+// dueAt sets an alarm for t when it is later than now by more than
+// dueSoon, and announces it to other processes when announce is set.
+func (s *Store) dueAt(now, t time.Time, announce bool) {
+	if t.Sub(now) <= dueSoon {
+		return
+	}
+	s.due.At(t)
+	if announce && !s.noListen {
+		s.dueOut.add(t)
+	}
+}
+
+// dueAnnouncer coalesces the times a store announces into one NOTIFY per
+// notifyEvery.
+type dueAnnouncer struct {
+	send func(payload string)
+
+	mu      sync.Mutex
+	times   []int64 // Unix microseconds
+	pending bool    // a send is scheduled
+}
+
+// add announces t with the next NOTIFY.
+func (d *dueAnnouncer) add(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	us := t.UnixMicro()
+	if len(d.times) >= dueAnnounceMax || slices.Contains(d.times, us) {
+		return
+	}
+	d.times = append(d.times, us)
+	if !d.pending {
+		d.pending = true
+		time.AfterFunc(notifyEvery, d.flush)
+	}
+}
+
+func (d *dueAnnouncer) flush() {
+	d.mu.Lock()
+	times := d.times
+	d.times, d.pending = nil, false
+	d.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(duePrefix)
+	for i, us := range times {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(us, 10))
+	}
+	d.send(b.String())
+}
+
+// duePrefix starts the payload of a NOTIFY readpast that lists times.
+const duePrefix = "due:"
+
+// notifyPayloadSQL sends NOTIFY readpast with a payload.
+const notifyPayloadSQL = "SELECT pg_notify('readpast', $1)"
+
+// sendDue sends one NOTIFY listing due times; a lost one leaves those
+// jobs to the poll, so errors are dropped.
+func (s *Store) sendDue(payload string) {
+	ctx, cancel := context.WithTimeout(s.closeCtx, 5*time.Second)
+	defer cancel()
+	_, _ = s.pool.Exec(ctx, notifyPayloadSQL, payload)
+}
+
+// heardDue sets alarms for the times a NOTIFY's payload lists, and
+// reports whether it was such a payload.
+func (s *Store) heardDue(payload string) bool {
+	list, ok := strings.CutPrefix(payload, duePrefix)
+	if !ok {
+		return false
+	}
+	now := time.Now()
+	for f := range strings.SplitSeq(list, ",") {
+		if us, err := strconv.ParseInt(f, 10, 64); err == nil {
+			s.dueAt(now, time.UnixMicro(us), false)
+		}
+	}
+	return true
+}
