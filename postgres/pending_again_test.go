@@ -14,19 +14,22 @@ import (
 	"github.com/readpast/readpast/storetest/pgharness"
 )
 
-// claimWatch is a store that tells, after each claim returns, that one did.
+// claimWatch is a store that tells when a claim begins, and how many are
+// in flight.
 type claimWatch struct {
 	*postgres.Store
-	returned chan struct{}
+	began    chan struct{}
+	inFlight *atomic.Int32
 }
 
 func (w claimWatch) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
-	jobs, err := w.Store.Claim(ctx, p)
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
 	select {
-	case w.returned <- struct{}{}:
+	case w.began <- struct{}{}:
 	default:
 	}
-	return jobs, err
+	return w.Store.Claim(ctx, p)
 }
 
 // TestPendingAgainWakesOnlyFullClaims replays the window of a write that
@@ -38,9 +41,10 @@ func (w claimWatch) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readp
 // claim is forced to be full starts at the position, past the job, comes
 // back empty and sleeps; the job then waits for a poll or the next
 // periodic full claim, here a minute and an hour away. The stall holds
-// ahead until a claim has come back (or half a second has passed): the
-// job must still be worked at once. It fails when pendingAgain wakes the
-// claimers first.
+// ahead until a claim has begun (or half a second has passed): the job
+// must still be worked at once, and no claim may begin inside the stall
+// (only a wake-up starts one: polls are a minute apart). It fails when
+// pendingAgain wakes the claimers first.
 func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 	writes := map[string]func(ctx context.Context, s *postgres.Store, j *readpast.Job) error{
 		"release": func(ctx context.Context, s *postgres.Store, j *readpast.Job) error {
@@ -86,13 +90,13 @@ func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 			postgres.SetClaimFullEvery(s, time.Hour)
 			var armed atomic.Bool
 			var wokeEarly atomic.Bool
-			w := claimWatch{Store: s, returned: make(chan struct{}, 1)}
+			w := claimWatch{Store: s, began: make(chan struct{}, 1), inFlight: new(atomic.Int32)}
 			postgres.OnAhead(s, func() {
 				if !armed.CompareAndSwap(true, false) {
 					return
 				}
 				select {
-				case <-w.returned:
+				case <-w.began:
 					wokeEarly.Store(true)
 				case <-time.After(500 * time.Millisecond):
 				}
@@ -146,13 +150,12 @@ func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 				}
 			}
 			// Let the client come back empty and go to sleep: no claim
-			// returns for 200 ms (a claim returning late, during the
-			// stall below, would count as woken early).
+			// in flight, and none begun, for 200 ms.
 			for quiet := false; !quiet; {
 				select {
-				case <-w.returned:
+				case <-w.began:
 				case <-time.After(200 * time.Millisecond):
-					quiet = true
+					quiet = w.inFlight.Load() == 0
 				}
 			}
 
@@ -166,7 +169,7 @@ func TestPendingAgainWakesOnlyFullClaims(t *testing.T) {
 					t.Fatalf("ran job %d, want %d", id, jobs[0].ID)
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatalf("job %d, pending again behind the position, did not run within 5 s (a claim came back before the next one was forced full: %v)", jobs[0].ID, wokeEarly.Load())
+				t.Fatalf("job %d, pending again behind the position, did not run within 5 s (a claim began before the next one was forced full: %v)", jobs[0].ID, wokeEarly.Load())
 			}
 			if armed.Load() {
 				t.Fatal("the write never made the next claim a full one")
