@@ -603,6 +603,27 @@ func testBrowserKeyboard(b *browser, st testStore) {
 	if err := st.ResumeQueue(ctx, "mail"); err != nil {
 		b.t.Fatal(err)
 	}
+	// A live refresh keeps the focus on a link that has no id, found
+	// again by its place (before, the focus went back to the page).
+	focused := b.eval(`(() => {
+		for (const e of document.querySelectorAll('#live a[href]')) {
+			if (!e.id && !e.getAttribute('data-focus')) { e.focus(); return e.getAttribute('href'); }
+		}
+		return '';
+	})()`)
+	if focused == "" {
+		b.t.Fatal("the overview's live part has no link without an id")
+	}
+	before := b.evalInt(`Number(document.getElementById('live').dataset.refreshes || 0)`)
+	for deadline := time.Now().Add(15 * time.Second); b.evalInt(`Number(document.getElementById('live').dataset.refreshes || 0)`) == before; {
+		if time.Now().After(deadline) {
+			b.t.Fatal("no live refresh within 15 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := b.eval(`document.activeElement.getAttribute('href') || document.activeElement.tagName`); got != focused {
+		b.t.Fatalf("after a live refresh the focus is on %q, want the link to %q", got, focused)
+	}
 }
 
 // testBrowserPhoneDark: at a phone's width nothing overflows the page; in

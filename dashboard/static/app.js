@@ -23,9 +23,15 @@
     return el.getAttribute('data-focus') || el.id || '';
   }
 
+  // The elements a keyboard user can focus, in order: one without a key
+  // is found again by its place among them.
+  var focusable = 'a[href], button, input, select, textarea, summary, [tabindex]';
+
   function swap(html) {
     var active = document.activeElement;
-    var focusKey = active && live.contains(active) ? keyOf(active) : '';
+    var inLive = active && live.contains(active);
+    var focusKey = inLive ? keyOf(active) : '';
+    var focusAt = inLive ? Array.prototype.indexOf.call(live.querySelectorAll(focusable), active) : -1;
     var open = {};
     live.querySelectorAll('details[open]').forEach(function (d) {
       var owner = d.closest('[id]');
@@ -40,12 +46,16 @@
         d.open = true;
       }
     });
+    var again = null;
     if (focusKey) {
-      var again = live.querySelector('[data-focus="' + CSS.escape(focusKey) + '"]') ||
+      again = live.querySelector('[data-focus="' + CSS.escape(focusKey) + '"]') ||
         document.getElementById(focusKey);
-      if (again) {
-        again.focus();
-      }
+    }
+    if (!again && focusAt >= 0) {
+      again = live.querySelectorAll(focusable)[focusAt] || null;
+    }
+    if (again) {
+      again.focus();
     }
     refreshes++;
     live.setAttribute('data-refreshes', String(refreshes));
