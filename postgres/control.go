@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/readpast/readpast"
+)
+
+// Cancel moves a live job to cancelled.
+func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
+	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, cancelSQL, id)) })
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, s.notLive(ctx, id)
+	}
+	if err != nil {
+		return nil, opErr("cancel", err)
+	}
+	if j.Group != nil {
+		// The job is cancelled either way: the error says so.
+		if err := s.markGroupHeads(ctx, *j.Group); err != nil {
+			return j, fmt.Errorf("cancel: job %d cancelled, then %w", id, classify(err))
+		}
+	}
+	return j, nil
+}
+
+// Retry makes a failed, cancelled or pending job pending now. A job that
+// comes back from history takes its unique key again; when another job
+// holds it, Retry changes nothing and returns readpast.ErrInvalidState
+// naming the holder.
+func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
+	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, retrySQL, id)) })
+	if errors.Is(err, pgx.ErrNoRows) {
+		old, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if (old.State == readpast.StateFailed || old.State == readpast.StateCancelled) && old.UniqueKey != "" {
+			var holder int64
+			if err := s.pool.QueryRow(ctx, uniqueHolderSQL, old.UniqueKey).Scan(&holder); err == nil && holder != id {
+				return nil, fmt.Errorf("job %d: its unique key %q is held by job %d: %w", id, old.UniqueKey, holder, readpast.ErrInvalidState)
+			}
+		}
+		return nil, fmt.Errorf("job %d is %s: %w", id, old.State, readpast.ErrInvalidState)
+	}
+	if err != nil {
+		return nil, opErr("retry", err)
+	}
+	s.pendingAgain()
+	return j, nil
+}
+
+// notLive explains an admin operation that matched no row.
+func (s *Store) notLive(ctx context.Context, id int64) error {
+	if _, err := s.Get(ctx, id); err != nil {
+		return err
+	}
+	return readpast.ErrInvalidState
+}
+
+// Get returns a live or finished job.
+func (s *Store) Get(ctx context.Context, id int64) (*readpast.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, getSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %d: %w", id, readpast.ErrNotFound)
+	}
+	if err != nil {
+		return nil, opErr(fmt.Sprintf("get job %d", id), err)
+	}
+	return j, nil
+}
+
+// List returns jobs matching p, newest first.
+func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListResult, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return readpast.ListResult{}, err
+	}
+	var after int64
+	if p.Cursor != "" {
+		after, _ = readpast.DecodeCursor(p.Cursor)
+	}
+	// One row more than the page says whether another page follows.
+	var rows pgx.Rows
+	if p.Tag != "" {
+		if after == 0 {
+			after = math.MaxInt64
+		}
+		rows, err = s.pool.Query(ctx, listTagSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1, p.Tag)
+	} else {
+		rows, err = s.pool.Query(ctx, listSQL, p.Queue, string(p.State), p.Kind, p.Group, after, p.Limit+1)
+	}
+	if err != nil {
+		return readpast.ListResult{}, opErr("list", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return readpast.ListResult{}, opErr("list", err)
+	}
+	res := readpast.ListResult{Jobs: jobs}
+	if len(jobs) > p.Limit {
+		res.Jobs = jobs[:p.Limit]
+		res.Next = readpast.EncodeCursor(res.Jobs[p.Limit-1].ID)
+	}
+	return res, nil
+}
+
+// Stats counts jobs per queue and state.
+func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
+	rows, err := s.pool.Query(ctx, statsSQL)
+	if err != nil {
+		return nil, opErr("stats", err)
+	}
+	defer rows.Close()
+	var out []readpast.QueueStats
+	for rows.Next() {
+		var st readpast.QueueStats
+		var state string
+		if err := rows.Scan(&st.Queue, &state, &st.Count); err != nil {
+			return nil, opErr("stats", err)
+		}
+		st.State = readpast.JobState(state)
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, opErr("stats", err)
+	}
+	readpast.SortStats(out)
+	return out, nil
+}
+
+// RescueExpired ends up to limit expired claims in one statement. It reads
+// the leases that expired since its last complete scan, with a full scan at
+// least every second (claimfrom.go).
+func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
+	}
+	began := time.Now()
+	stmt, args := rescueSQL, []any{s.hotMode, limit}
+	after, positioned := s.rescueFrom.start(began)
+	if positioned {
+		stmt, args = rescueFromSQL, append(args, after)
+	}
+	var at time.Time
+	n, err := retryDeadlock(ctx, func() (n int, err error) {
+		err = s.pool.QueryRow(ctx, stmt, args...).Scan(&n, &at)
+		return n, err
+	})
+	if err != nil {
+		return 0, opErr("rescue", err)
+	}
+	s.rescueFrom.scanned(positioned, began, n, limit, at)
+	if n > 0 {
+		s.pendingAgain() // rescued jobs are pending at their old place
+	}
+	return n, nil
+}
+
+// SetGroupLimit sets how many jobs of group may run at once.
+func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
+	if err := readpast.CheckGroupLimit(group, limit); err != nil {
+		return err
+	}
+	if _, err := retryDeadlock(ctx, func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, setGroupLimitSQL, group, limit)
+	}); err != nil {
+		return opErr("set group limit", err)
+	}
+	s.hub.Broadcast()
+	return nil
+}
+
+// PruneGroups deletes up to limit rows of idle groups at the default limit
+// (nothing running, limit 1; a missing row means exactly that) and returns
+// how many it deleted. Rows other transactions hold are skipped, and it
+// never makes an enqueue or a claim wait. Limits set with SetGroupLimit
+// (other than 1) are kept. RunRescuer calls it now and then.
+func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
+	}
+	tag, err := s.pool.Exec(ctx, pruneGroupsSQL, limit)
+	if err != nil {
+		return 0, opErr("prune groups", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Prune deletes one batch of old finished jobs.
+func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, pruneSQL, string(p.State), p.Before, p.Limit).Scan(&n); err != nil {
+		return 0, opErr("prune", err)
+	}
+	return n, nil
+}
+
+// PauseQueue stops claims from taking queue's jobs (sql/pause_queue.sql):
+// once it returns, no claim takes one. It waits for the claims of queue
+// in flight to end; claims never wait for it.
+func (s *Store) PauseQueue(ctx context.Context, queue string) error {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, pauseQueueSQL, queue); err != nil {
+		return opErr("pause queue", err)
+	}
+	return nil
+}
+
+// ResumeQueue lets claims take queue's jobs again.
+func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
+	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
+	if err := readpast.CheckQueue(queue); err != nil {
+		return err
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, resumeQueueSQL, queue).Scan(&n); err != nil {
+		return opErr("resume queue", err)
+	}
+	if n > 0 {
+		s.pendingAgain()
+	}
+	return nil
+}
+
+// Queues lists every queue with jobs or paused.
+func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, pausedQueuesSQL)
+	if err != nil {
+		return nil, opErr("queues", err)
+	}
+	defer rows.Close()
+	paused := map[string]time.Time{}
+	for rows.Next() {
+		var name string
+		var at time.Time
+		if err := rows.Scan(&name, &at); err != nil {
+			return nil, opErr("queues", err)
+		}
+		paused[name] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, opErr("queues", err)
+	}
+	return readpast.QueueInfos(stats, paused), nil
+}
