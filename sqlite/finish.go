@@ -1,0 +1,345 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// Complete finishes running jobs as succeeded in one transaction, moving
+// each from the live table to history. The result has one entry per
+// completion: nil, readpast.ErrStaleToken, readpast.ErrNotFound, or a
+// *readpast.FieldError for a result readpast.CheckResult rejects (that
+// entry changes nothing; the rest of the batch still completes). Only the
+// first entry for an id acts; a later one with the same token shares its
+// outcome when that was nil (completing again is idempotent), and is
+// otherwise ErrStaleToken (ErrNotFound for an unknown id), as is a later
+// one with another token. No completions: (nil, nil).
+func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	var (
+		res   []error
+		freed bool
+	)
+	err := s.writeTx(ctx, "complete", func(tx *sql.Tx) error {
+		var err error
+		res, freed, err = completeIn(ctx, tx, cs, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if freed {
+		s.wake()
+	}
+	return res, nil
+}
+
+// completeIn applies completions inside tx in two set-based statements
+// (the entries that matched no running job are then looked up one by one).
+// Each (id, token) pair goes into the statements once (readpast.FirstPairs),
+// and only the current token can match, so a job is moved, and its group
+// slot freed, at most once per batch; an entry whose result
+// readpast.CheckResult rejects gets that error and changes nothing, and
+// repeats are settled by readpast.SettleRepeats. freed reports whether a
+// group slot was freed.
+func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
+	res = make([]error, len(cs))
+	for i, c := range cs {
+		res[i] = readpast.CheckResult(c.Result)
+	}
+	first := readpast.FirstPairs(len(cs), func(i int) (int64, string) { return cs[i].ID, cs[i].Token },
+		func(i int) bool { return res[i] != nil })
+	batch := make([][3]any, 0, len(cs))
+	for i, c := range cs {
+		if first[i] != i {
+			continue
+		}
+		var result any
+		if len(c.Result) > 0 {
+			result = string(c.Result)
+		}
+		batch = append(batch, [3]any{c.ID, c.Token, result})
+	}
+	type pair struct {
+		id    int64
+		token string
+	}
+	moved := make(map[pair]bool, len(batch))
+	var movedIDs, keyedIDs []int64
+	groups := map[string]int{}
+	if len(batch) > 0 {
+		js, err := json.Marshal(batch)
+		if err != nil {
+			return nil, false, err
+		}
+		rows, err := tx.QueryContext(ctx, completeMoveSQL, string(js), micros(now))
+		if err != nil {
+			return nil, false, err
+		}
+		for rows.Next() {
+			var (
+				p     pair
+				group sql.NullString
+				keyed bool
+			)
+			if err := rows.Scan(&p.id, &p.token, &group, &keyed); err != nil {
+				rows.Close()
+				return nil, false, err
+			}
+			moved[p] = true
+			movedIDs = append(movedIDs, p.id)
+			if keyed {
+				keyedIDs = append(keyedIDs, p.id)
+			}
+			if group.Valid {
+				groups[group.String]++
+			}
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(movedIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
+			return nil, false, err
+		}
+		if len(keyedIDs) > 0 {
+			if err := releaseKeys(ctx, tx, keyedIDs, micros(now)); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	for i, c := range cs {
+		if first[i] != i || moved[pair{c.ID, c.Token}] {
+			continue
+		}
+		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
+			return nil, false, err
+		}
+	}
+	readpast.SettleRepeats(res, first, true)
+	if freed, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
+		return nil, false, err
+	}
+	return res, freed, nil
+}
+
+// entryErr splits lookup's answer into a per-entry outcome and a failure.
+func entryErr(err error) (entry, fatal error) {
+	if err == nil || isEntryErr(err) {
+		return err, nil
+	}
+	return nil, err
+}
+
+// Fail records failed attempts in one transaction: a job with attempts left
+// (and not Discard) goes back to pending at RetryAt (zero: now), otherwise
+// it moves to history as failed. Message and stack are stored as
+// readpast.Failure.Normalize makes them. One entry per failure: nil,
+// readpast.ErrStaleToken or readpast.ErrNotFound. Only the first entry for
+// an id acts; any later entry for it, whatever its token, is
+// ErrStaleToken (ErrNotFound for an unknown id), since the first one
+// either ended that claim or found it stale. No failures: (nil, nil).
+func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error) {
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	var (
+		res  []error
+		wake bool
+	)
+	err := s.writeTx(ctx, "fail", func(tx *sql.Tx) error {
+		var err error
+		res, wake, err = s.failIn(ctx, tx, fs, s.now())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		s.dueAt(time.Now(), f.RetryAt) // this store's claimers take the retry when it is due
+	}
+	if wake {
+		s.wake()
+	}
+	return res, nil
+}
+
+// failIn applies failures inside tx in order, each (id, token) pair once
+// (readpast.FirstPairs): only the current token matches, and once it has
+// acted the claim is over, so no job is failed, and no group slot freed,
+// twice in a batch.
+// wake reports whether a job became pending or a group slot was freed.
+func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake bool, err error) {
+	nowUS := micros(now)
+	at := fromMicros(nowUS)
+	res = make([]error, len(fs))
+	groups := map[string]int{}
+	first := readpast.FirstPairs(len(fs), func(i int) (int64, string) { return fs[i].ID, fs[i].Token },
+		func(int) bool { return false })
+	for i, f := range fs {
+		if first[i] != i {
+			continue // a repeated pair: settled by SettleRepeats below
+		}
+		f = f.Normalize()
+		var (
+			attempt, maxAttempts int
+			errs, worker         string
+			group                sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group)
+		if errors.Is(err, sql.ErrNoRows) {
+			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, false)); err != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		newErrs, err := appendError(errs, readpast.AttemptError{
+			Attempt: attempt, At: at, Message: f.Message, Stack: f.Stack, Worker: worker,
+		})
+		if err != nil {
+			return nil, false, fmt.Errorf("job %d: %w", f.ID, err)
+		}
+		if attempt < maxAttempts && !f.Discard {
+			retryAt := nowUS
+			if !f.RetryAt.IsZero() {
+				retryAt = micros(f.RetryAt)
+			}
+			if _, err := tx.ExecContext(ctx, requeueSQL, f.ID, f.Token, retryAt, newErrs); err != nil {
+				return nil, false, err
+			}
+			if err := markJobs(ctx, tx, []int64{f.ID}); err != nil {
+				return nil, false, err
+			}
+			wake = true
+		} else {
+			if err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS); err != nil {
+				return nil, false, err
+			}
+		}
+		if group.Valid {
+			groups[group.String]++
+		}
+	}
+	readpast.SettleRepeats(res, first, false)
+	marked, err := freeSlots(ctx, tx, groups, nowUS)
+	if err != nil {
+		return nil, false, err
+	}
+	return res, wake || marked, nil
+}
+
+// moveToHistory moves live job id to history in state, with errs (nil
+// keeps its errors).
+func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) error {
+	var keyed bool
+	if err := tx.QueryRowContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS).Scan(&keyed); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, deleteLiveSQL, id); err != nil {
+		return err
+	}
+	if !keyed {
+		return nil
+	}
+	return releaseKeys(ctx, tx, []int64{id}, nowUS)
+}
+
+// Extend renews a running job's lease to now+lease and returns the new
+// expiry; readpast.ErrStaleToken or readpast.ErrNotFound when the claim is
+// not current.
+func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.Duration) (time.Time, error) {
+	if err := readpast.CheckLease(lease); err != nil {
+		return time.Time{}, err
+	}
+	var expires int64
+	err := s.writeTx(ctx, "extend", func(tx *sql.Tx) error {
+		expires = micros(s.now().Add(lease))
+		r, err := tx.ExecContext(ctx, extendSQL, id, token, expires)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		return lookup(ctx, tx, id, token, false)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fromMicros(expires), nil
+}
+
+// Release gives a running job back unworked: pending and claimable at once
+// (in its old place in claim order), its attempt not counted, its group
+// slot freed.
+func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	err := s.writeTx(ctx, "release", func(tx *sql.Tx) error {
+		var group sql.NullString
+		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lookup(ctx, tx, id, token, false)
+		}
+		if err != nil {
+			return err
+		}
+		if err := markJobs(ctx, tx, []int64{id}); err != nil {
+			return err
+		}
+		if group.Valid {
+			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, micros(s.now()))
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.wake()
+	return nil
+}
+
+// Snooze puts a running job back to pending at now+d, its attempt not
+// counted and its snoozes one more, and frees its group slot; fenced by
+// the token like Release.
+func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Duration) error {
+	if err := readpast.CheckSnooze(d); err != nil {
+		return err
+	}
+	err := s.writeTx(ctx, "snooze", func(tx *sql.Tx) error {
+		nowUS := micros(s.now())
+		var group sql.NullString
+		err := tx.QueryRowContext(ctx, snoozeSQL, id, token, nowUS+d.Microseconds()).Scan(&group)
+		if errors.Is(err, sql.ErrNoRows) {
+			return lookup(ctx, tx, id, token, false)
+		}
+		if err != nil {
+			return err
+		}
+		if err := markJobs(ctx, tx, []int64{id}); err != nil {
+			return err
+		}
+		if group.Valid {
+			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.dueAt(time.Now(), time.Now().Add(d))
+	s.wake()
+	return nil
+}
