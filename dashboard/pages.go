@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/buildinfo"
 )
 
 //go:embed templates/*.html
@@ -43,7 +44,9 @@ type pages struct {
 // parsePages parses every page template with the layout, the partials and
 // the helper functions.
 func parsePages(a *assets) (*pages, error) {
+	version := buildinfo.Get().Version
 	funcs := template.FuncMap{
+		"version":    func() string { return version },
 		"asset":      a.url,
 		"count":      count,
 		"duration":   duration,

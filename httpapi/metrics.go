@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/buildinfo"
 )
 
 // statsTimeout bounds the Store.Stats call made at scrape time.
@@ -118,9 +119,15 @@ func newMetrics(reg *prometheus.Registry, store readpast.Store, log *slog.Logger
 		}, []string{"route"}),
 	}
 	depth := NewQueueCollector(store, QueueCollectorOptions{MaxQueues: maxQueues, Logger: log})
+	bi := buildinfo.Get()
+	build := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "readpast_build_info",
+		Help:        "Always 1: the version and revision of the running build.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": bi.Revision, "go_version": bi.GoVersion},
+	}, func() float64 { return 1 })
 	for _, c := range []prometheus.Collector{
 		m.enqueued, m.claimed, m.completed, m.failed, m.claimTime, m.startDelay,
-		m.requests, m.reqTime, depth,
+		m.requests, m.reqTime, depth, build,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)

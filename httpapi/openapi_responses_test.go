@@ -176,6 +176,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/queues/{name}/pause", "/v1/queues/x/pause", `{"a":1}`, 400)
 	do("GET", "/v1/queues", "/v1/queues", ``, 200)
 	do("GET", "/v1/stats", "/v1/stats", ``, 200)
+	do("GET", "/v1", "/v1", ``, 200)
 	do("POST", "/v1/queues/{name}/resume", "/v1/queues/idle/resume", ``, 200)
 	do("POST", "/v1/queues/{name}/resume", "/v1/queues/%20/resume", ``, 400)
 	// Unique keys and schedules.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/buildinfo"
 )
 
 // DefaultPollInterval is how often long-polling claims for one set of
@@ -208,6 +209,7 @@ func newServer(cfg Config) (*server, error) {
 	s.routes = []route{
 		{pattern: "GET /healthz", open: true, handler: s.healthz},
 		{pattern: "GET /readyz", open: true, handler: s.readyz},
+		{pattern: "GET /v1", handler: s.info},
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
 		{pattern: "POST /v1/jobs", handler: s.enqueue},
 		{pattern: "POST /v1/jobs/batch", handler: s.enqueueBatch},
@@ -419,6 +421,21 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 // pathID parses the {id} path value.
 func pathID(r *http.Request) (int64, *apiError) {
 	return parseID(r.PathValue("id"))
+}
+
+// Info is the answer to GET /v1: which server this is. The version is the
+// one `readpast version`, the dashboard's footer and the
+// readpast_build_info metric report.
+type Info struct {
+	Name      string `json:"name"` // "readpast"
+	Version   string `json:"version"`
+	Revision  string `json:"revision,omitempty"`
+	GoVersion string `json:"go_version"`
+}
+
+func (s *server) info(w http.ResponseWriter, r *http.Request) {
+	bi := buildinfo.Get()
+	s.writeJSON(w, r, http.StatusOK, Info{Name: "readpast", Version: bi.Version, Revision: bi.Revision, GoVersion: bi.GoVersion})
 }
 
 func (s *server) healthz(w http.ResponseWriter, r *http.Request) {
