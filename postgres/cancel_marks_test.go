@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
 )
 
 // TestCancelledHeadLeavesAMark: group g's head A waits in queue p, which no
@@ -20,20 +21,7 @@ import (
 func TestCancelledHeadLeavesAMark(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	enqueue := func(queue string) *readpast.Job {
-		js, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: queue, Group: "g"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js[0]
-	}
-	claimO := func() []*readpast.Job {
-		js, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"o"}, Worker: "w", Limit: 10, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
+	enqueue, claimO := groupG(t, s)
 	a := enqueue("p")
 	st := newStall(t, s, "cancel.end")
 	done := async(func() error { _, err := st.store.Cancel(ctx, a.ID); return err })
@@ -51,4 +39,28 @@ func TestCancelledHeadLeavesAMark(t *testing.T) {
 	if fmt.Sprint(ids(c)) != fmt.Sprint([]int64{b.ID}) {
 		t.Fatalf("after g's head %d was cancelled, the claim of o took %v; want g's next job [%d]", a.ID, ids(c), b.ID)
 	}
+}
+
+// groupG returns, for tests of group g across queues p and o on s, a
+// function that enqueues a job of g into a queue, and one that claims up
+// to 10 jobs of queue o.
+func groupG(t *testing.T, s *postgres.Store) (enqueue func(queue string) *readpast.Job, claimO func() []*readpast.Job) {
+	ctx := context.Background()
+	enqueue = func(queue string) *readpast.Job {
+		t.Helper()
+		js, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: queue, Group: "g"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js[0]
+	}
+	claimO = func() []*readpast.Job {
+		t.Helper()
+		js, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"o"}, Worker: "w", Limit: 10, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	return enqueue, claimO
 }

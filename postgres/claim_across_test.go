@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
+	"github.com/readpast/readpast/storetest"
 	"github.com/readpast/readpast/storetest/pgharness"
 )
 
@@ -160,37 +160,10 @@ func TestJobComingDueOnAnIdleQueueStartsPromptly(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			url := pgtest.URL(t)
 			a := pgharness.Open(t, url)
-			defer a.Close()
 			b := pgharness.Open(t, url) // another process on the same database
-			defer b.Close()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			started := make(chan time.Time, 4)
-			failedAt := make(chan time.Time, 1)
-			workers := readpast.NewWorkers()
-			workers.Handle("due", func(ctx context.Context, j *readpast.Job) (any, error) {
-				if c == "retry of a failed attempt" && j.Attempt == 1 {
-					failedAt <- time.Now()
-					return nil, errors.New("the first attempt fails")
-				}
-				started <- time.Now()
-				return nil, nil
-			}, nil)
-			cl, err := readpast.NewClient(a, readpast.Config{
-				Workers:      workers,
-				Queues:       map[string]readpast.QueueConfig{"q": {MaxWorkers: 4}},
-				Lease:        time.Minute,
-				PollInterval: time.Minute,
-				RetryPolicy:  func(int) time.Duration { return 300 * time.Millisecond },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Stop(context.Background())
-			time.Sleep(300 * time.Millisecond) // the client's first claims are over
+			t.Cleanup(func() { a.Close(); b.Close() }) // after DueClient's stop
+			ctx := context.Background()
+			started, failed := storetest.DueClient(t, a, c == "retry of a failed attempt")
 			by := a
 			if c == "another process" {
 				by = b
@@ -205,21 +178,13 @@ func TestJobComingDueOnAnIdleQueueStartsPromptly(t *testing.T) {
 			}
 			if c == "retry of a failed attempt" {
 				select {
-				case at := <-failedAt:
+				case at := <-failed:
 					due = at.Add(300 * time.Millisecond)
 				case <-time.After(3 * time.Second):
 					t.Fatal("the first attempt did not run")
 				}
 			}
-			select {
-			case at := <-started:
-				t.Logf("%s: started %v after it became due", c, at.Sub(due).Round(time.Millisecond))
-				if at.Sub(due) > 500*time.Millisecond {
-					t.Fatalf("%s: the job started %v after it became due; want within 500 ms", c, at.Sub(due))
-				}
-			case <-time.After(3 * time.Second):
-				t.Fatalf("%s: a job due %v ago, with 4 free workers, has not started (poll interval a minute)", c, time.Since(due).Round(time.Millisecond))
-			}
+			storetest.StartsWithin(t, started, due, 500*time.Millisecond, c)
 		})
 	}
 }

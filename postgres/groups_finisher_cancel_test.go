@@ -22,20 +22,7 @@ import (
 func TestCancelledHeadWhileAFinisherHoldsTheGroup(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	enqueue := func(queue string) *readpast.Job {
-		js, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: queue, Group: "g"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js[0]
-	}
-	claimO := func() []*readpast.Job {
-		js, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"o"}, Worker: "w", Limit: 10, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
+	enqueue, claimO := groupG(t, s)
 	r := enqueue("o")
 	if c := claimO(); len(c) != 1 || c[0].ID != r.ID {
 		t.Fatalf("first claim took %v; want [%d]", ids(c), r.ID)
