@@ -160,30 +160,18 @@ func TestJobComingDueOnAnIdleQueueStartsPromptly(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			url := pgtest.URL(t)
 			a := pgharness.Open(t, url)
-			b := pgharness.Open(t, url) // another process on the same database
+			b := pgharness.Open(t, url)                // another process on the same database
 			t.Cleanup(func() { a.Close(); b.Close() }) // after DueClient's stop
-			ctx := context.Background()
 			started, failed := storetest.DueClient(t, a, c == "retry of a failed attempt")
 			by := a
 			if c == "another process" {
 				by = b
 			}
-			due := time.Now().Add(300 * time.Millisecond)
-			p := readpast.EnqueueParams{Kind: "due", Queue: "q", RunAt: due, MaxAttempts: 3}
+			var fails <-chan time.Time
 			if c == "retry of a failed attempt" {
-				p.RunAt = time.Time{}
+				fails = failed
 			}
-			if _, err := by.Enqueue(ctx, []readpast.EnqueueParams{p}); err != nil {
-				t.Fatal(err)
-			}
-			if c == "retry of a failed attempt" {
-				select {
-				case at := <-failed:
-					due = at.Add(300 * time.Millisecond)
-				case <-time.After(3 * time.Second):
-					t.Fatal("the first attempt did not run")
-				}
-			}
+			due := storetest.EnqueueDue(t, by, fails)
 			storetest.StartsWithin(t, started, due, 500*time.Millisecond, c)
 		})
 	}

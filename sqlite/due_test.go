@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/sqlite"
 	"github.com/readpast/readpast/storetest"
 )
@@ -25,22 +24,11 @@ func TestJobComingDueStartsPromptly(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() }) // after DueClient's stop
 			started, failed := storetest.DueClient(t, s, c == "retry of a failed attempt")
-			due := time.Now().Add(300 * time.Millisecond)
-			p := readpast.EnqueueParams{Kind: "due", Queue: "q", RunAt: due, MaxAttempts: 3}
+			var fails <-chan time.Time
 			if c == "retry of a failed attempt" {
-				p.RunAt = time.Time{}
+				fails = failed
 			}
-			if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{p}); err != nil {
-				t.Fatal(err)
-			}
-			if c == "retry of a failed attempt" {
-				select {
-				case at := <-failed:
-					due = at.Add(300 * time.Millisecond)
-				case <-time.After(3 * time.Second):
-					t.Fatal("the first attempt did not run")
-				}
-			}
+			due := storetest.EnqueueDue(t, s, fails)
 			storetest.StartsWithin(t, started, due, 500*time.Millisecond, c)
 		})
 	}

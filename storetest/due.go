@@ -63,3 +63,29 @@ func StartsWithin(t *testing.T, started <-chan time.Time, due time.Time, d time.
 		t.Fatalf("%s: a job due %v ago, with free workers, has not started (poll interval a minute)", what, time.Since(due).Round(time.Millisecond))
 	}
 }
+
+// EnqueueDue enqueues on by a job of kind "due" into queue q that becomes
+// due 300 ms from now; or, given DueClient's failed channel (failFirst), a
+// job due now whose first attempt fails and is retried 300 ms later. It
+// returns when the job becomes due.
+func EnqueueDue(t *testing.T, by readpast.Store, failed <-chan time.Time) time.Time {
+	t.Helper()
+	due := time.Now().Add(300 * time.Millisecond)
+	p := readpast.EnqueueParams{Kind: "due", Queue: "q", RunAt: due, MaxAttempts: 3}
+	if failed != nil {
+		p.RunAt = time.Time{}
+	}
+	if _, err := by.Enqueue(context.Background(), []readpast.EnqueueParams{p}); err != nil {
+		t.Fatal(err)
+	}
+	if failed == nil {
+		return due
+	}
+	select {
+	case at := <-failed:
+		return at.Add(300 * time.Millisecond)
+	case <-time.After(3 * time.Second):
+		t.Fatal("the first attempt did not run")
+		return time.Time{}
+	}
+}
