@@ -47,8 +47,9 @@ type riverSystem struct {
 }
 
 var (
-	_ benchkit.System      = (*riverSystem)(nil)
-	_ benchkit.Snapshotter = (*riverSystem)(nil)
+	_ benchkit.System       = (*riverSystem)(nil)
+	_ benchkit.Snapshotter  = (*riverSystem)(nil)
+	_ benchkit.BulkInserter = (*riverSystem)(nil)
 )
 
 func openRiver(ctx context.Context, url string) (*riverSystem, error) {
@@ -108,6 +109,12 @@ func (r *riverSystem) Enqueue(ctx context.Context, n int) error {
 		return err
 	}
 	_, err := r.insert.InsertMany(ctx, params(n, nil))
+	return err
+}
+
+// InsertMany implements benchkit.BulkInserter with River's COPY path.
+func (r *riverSystem) InsertMany(ctx context.Context, n int) error {
+	_, err := r.insert.InsertManyFast(ctx, params(n, nil))
 	return err
 }
 

@@ -115,6 +115,13 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, noti
 	if err != nil {
 		return nil, err
 	}
+	if tx, ok := q.(pgx.Tx); ok && cols.copies() {
+		out, err := copyJobs(ctx, tx, cols, notify)
+		if err != nil {
+			return nil, opErr("enqueue", err)
+		}
+		return out, nil
+	}
 	return insertJobs(ctx, q, cols, notify)
 }
 
@@ -136,6 +143,9 @@ func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify bool) 
 // which sends the wake-up NOTIFY or leaves it to the notifier's trailing
 // one.
 func (s *Store) insert(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
+	if cols.copies() {
+		return s.copyInsert(ctx, cols)
+	}
 	notify := s.notify.due()
 	out, err := insertJobs(ctx, s.pool, cols, notify)
 	if err == nil && !notify {

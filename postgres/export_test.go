@@ -143,3 +143,6 @@ const RescueFromSlack = rescueFromSlack
 // SetBulkWait sets how long s's bulk actions wait, in all, for rows that
 // other transactions hold (bulk.go).
 func SetBulkWait(s *Store, d time.Duration) { s.bulkWait = d }
+
+// CopyMinJobs is the smallest batch Enqueue writes with COPY.
+const CopyMinJobs = copyMinJobs

@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"EnqueueBatch", testEnqueueBatch},
 		{"EnqueueInvalidChangesNothing", testEnqueueInvalid},
+		{"EnqueueLargeBatch", testEnqueueLargeBatch},
 		{"ClaimOrder", testClaimOrder},
 		{"RunAtNotClaimedEarly", testRunAtNotEarly},
 		{"ClaimQueues", testClaimQueues},

@@ -20,6 +20,9 @@ type Scenario struct {
 // Scenarios are the measurements of issue 11, in the order they run.
 var Scenarios = []Scenario{
 	{"insert", func(ctx context.Context, s System, o Options) (Result, error) { return Insert(ctx, s, o, 1000) }},
+	{"insert-100k", func(ctx context.Context, s System, o Options) (Result, error) {
+		return Insert(ctx, s, o, o.n(100_000))
+	}},
 	{"drain-100", func(ctx context.Context, s System, o Options) (Result, error) { return Drain(ctx, s, o, 100) }},
 	{"drain-1000", func(ctx context.Context, s System, o Options) (Result, error) { return Drain(ctx, s, o, 1000) }},
 	{"drain-2000", func(ctx context.Context, s System, o Options) (Result, error) { return Drain(ctx, s, o, 2000) }},
