@@ -128,7 +128,7 @@ type EnqueueParams struct {
 	// holds it, enqueueing the key again creates nothing and returns the
 	// holder with Duplicate set. A job holds its key while it is pending
 	// or running (retries included), and, with UniqueFor, until UniqueFor
-	// after its enqueue whatever its outcome. See docs/architecture.md,
+	// after its enqueue whatever its outcome. See docs/design/unique.md,
 	// "Unique jobs", for the scopes. Empty for none.
 	UniqueKey string
 	// UniqueFor keeps the key held for this long after the enqueue, even

@@ -199,7 +199,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // group's next job is marked for claimers by a query that must see jobs
 // committed after tx began; under REPEATABLE READ or SERIALIZABLE it sees
 // tx's snapshot only, and a job that joined the group meanwhile can wait
-// for the group's next event (docs/architecture.md, "Concurrency groups").
+// for the group's next event (docs/design/groups.md, "Concurrency groups").
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
 	errs, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
 	if err != nil {

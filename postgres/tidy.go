@@ -9,7 +9,7 @@ import (
 
 // ErrNotOwner is what Tidy returns, once, when the store's role does not
 // own the readpast tables and so cannot vacuum them.
-var ErrNotOwner = errors.New("postgres: the store's role does not own the readpast tables, so it cannot vacuum them; autovacuum alone keeps them (see docs/architecture.md)")
+var ErrNotOwner = errors.New("postgres: the store's role does not own the readpast tables, so it cannot vacuum them; autovacuum alone keeps them (see docs/design/claims.md, \"Dead rows\")")
 
 // Tidy settings. Every claim and every finish leaves a dead row in the
 // live jobs table, and its index entries stay at the head of the claim

@@ -100,7 +100,7 @@ func testUniqueBatch(t *testing.T, h Harness) {
 	}
 }
 
-// testUniqueScopes walks the table of docs/architecture.md, "Unique jobs":
+// testUniqueScopes walks the table of docs/design/unique.md, "Unique jobs":
 // what frees a key and what keeps it.
 func testUniqueScopes(t *testing.T, h Harness) {
 	s := newStore(t, h)
