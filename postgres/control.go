@@ -215,7 +215,10 @@ func (s *Store) PauseQueue(ctx context.Context, queue string) error {
 	if err := readpast.CheckQueue(queue); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, pauseQueueSQL, queue); err != nil {
+	// Under a stricter default isolation a pause racing another pause or
+	// resume of the queue can fail to serialize: retried, as a deadlock is.
+	_, err := retryDeadlock(ctx, func() (pgconn.CommandTag, error) { return s.pool.Exec(ctx, pauseQueueSQL, queue) })
+	if err != nil {
 		return opErr("pause queue", err)
 	}
 	return nil
@@ -227,8 +230,12 @@ func (s *Store) ResumeQueue(ctx context.Context, queue string) error {
 	if err := readpast.CheckQueue(queue); err != nil {
 		return err
 	}
-	var n int
-	if err := s.pool.QueryRow(ctx, resumeQueueSQL, queue).Scan(&n); err != nil {
+	n, err := retryDeadlock(ctx, func() (int, error) {
+		var n int
+		err := s.pool.QueryRow(ctx, resumeQueueSQL, queue).Scan(&n)
+		return n, err
+	})
+	if err != nil {
 		return opErr("resume queue", err)
 	}
 	if n > 0 {

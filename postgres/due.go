@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/readpast/readpast"
 )
 
@@ -23,9 +25,36 @@ import (
 // finds them, or the short-claim wake-up of claimfrom.go does).
 const dueSoon = 20 * time.Millisecond
 
+// dueSkew is how long after a due time a store's claimers are woken a
+// second time, for a database clock that runs behind this host's by up
+// to that much (beyond it, the poll finds the job).
+const dueSkew = 200 * time.Millisecond
+
 // dueAnnounceMax bounds the times one NOTIFY lists (about 17 bytes each,
-// well under the 8,000-byte payload limit); the rest wait for the poll.
+// well under the 8,000-byte payload limit): the earliest are listed, the
+// rest wait for the poll.
 const dueAnnounceMax = 256
+
+var dueUpcomingSQL = mustStatement("due_upcoming")
+
+// dueUpcoming sets alarms for the earliest times at which pending jobs
+// become due, read on conn (the listener's, once LISTEN took effect):
+// announcements sent while the store was not listening are lost. A
+// failure leaves those jobs to the poll.
+func (s *Store) dueUpcoming(ctx context.Context, conn *pgx.Conn) {
+	rows, err := conn.Query(ctx, dueUpcomingSQL, dueAnnounceMax)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	now := time.Now()
+	for rows.Next() {
+		var t time.Time
+		if rows.Scan(&t) == nil {
+			s.dueAt(now, t, false)
+		}
+	}
+}
 
 // dueLater sets alarms for the jobs that become due later.
 func (s *Store) dueLater(jobs []*readpast.Job, announce bool) {
@@ -42,6 +71,9 @@ func (s *Store) dueAt(now, t time.Time, announce bool) {
 		return
 	}
 	s.due.At(t)
+	// Again a little later: the database's clock, which decides when the
+	// job is due, may run behind this host's.
+	s.due.At(t.Add(dueSkew))
 	if announce && !s.noListen {
 		s.dueOut.add(t)
 	}
@@ -53,7 +85,7 @@ type dueAnnouncer struct {
 	send func(payload string)
 
 	mu      sync.Mutex
-	times   []int64 // Unix microseconds
+	times   []int64 // Unix microseconds, sorted, at most dueAnnounceMax
 	pending bool    // a send is scheduled
 }
 
@@ -62,10 +94,16 @@ func (d *dueAnnouncer) add(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	us := t.UnixMicro()
-	if len(d.times) >= dueAnnounceMax || slices.Contains(d.times, us) {
+	i, found := slices.BinarySearch(d.times, us)
+	if found || i == dueAnnounceMax {
 		return
 	}
-	d.times = append(d.times, us)
+	// The earliest times are kept: a later one left out waits for the
+	// poll, or is announced in a later window by whoever writes it again.
+	d.times = slices.Insert(d.times, i, us)
+	if len(d.times) > dueAnnounceMax {
+		d.times = d.times[:dueAnnounceMax]
+	}
 	if !d.pending {
 		d.pending = true
 		time.AfterFunc(notifyEvery, d.flush)

@@ -50,8 +50,10 @@ func (s *Store) listenConn(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN readpast"); err != nil {
 		return err
 	}
-	// Anything enqueued before LISTEN took effect sent no wake-up we saw.
+	// Anything enqueued before LISTEN took effect sent no wake-up we saw,
+	// and no due time we heard.
 	s.hub.Broadcast()
+	s.dueUpcoming(ctx, conn)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

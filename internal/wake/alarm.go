@@ -28,6 +28,8 @@ const (
 	// is compared with the database's clock, which may run a little
 	// behind this host's.
 	alarmLate = 2 * time.Millisecond
+	// alarmHorizon is the longest the timer is set for at once.
+	alarmHorizon = 24 * time.Hour
 )
 
 // NewAlarm returns an Alarm that calls f.
@@ -65,7 +67,10 @@ func (a *Alarm) At(t time.Time) {
 
 // arm sets the timer for times[0]. a.mu is held.
 func (a *Alarm) arm() {
-	d := time.Until(a.times[0]) + alarmLate
+	// A time past the horizon (a run_at years ahead, where time.Until
+	// saturates and adding alarmLate would wrap) wakes the timer at the
+	// horizon, which finds nothing due and sets it again.
+	d := min(time.Until(a.times[0]), alarmHorizon) + alarmLate
 	if a.timer == nil {
 		a.timer = time.AfterFunc(d, a.fire)
 		return
