@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/readpast/readpast"
 )
 
@@ -38,11 +36,12 @@ const dueAnnounceMax = 256
 var dueUpcomingSQL = mustStatement("due_upcoming")
 
 // dueUpcoming sets alarms for the earliest times at which pending jobs
-// become due, read on conn (the listener's, once LISTEN took effect):
-// announcements sent while the store was not listening are lost. A
-// failure leaves those jobs to the poll.
-func (s *Store) dueUpcoming(ctx context.Context, conn *pgx.Conn) {
-	rows, err := conn.Query(ctx, dueUpcomingSQL, dueAnnounceMax)
+// become due, read once the listener's LISTEN took effect (on the pool:
+// the listener's session keeps LISTEN as its last statement, which tools
+// and tests look for): announcements sent while the store was not
+// listening are lost. A failure leaves those jobs to the poll.
+func (s *Store) dueUpcoming(ctx context.Context) {
+	rows, err := s.pool.Query(ctx, dueUpcomingSQL, dueAnnounceMax)
 	if err != nil {
 		return
 	}

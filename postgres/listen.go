@@ -53,7 +53,7 @@ func (s *Store) listenConn(ctx context.Context) error {
 	// Anything enqueued before LISTEN took effect sent no wake-up we saw,
 	// and no due time we heard.
 	s.hub.Broadcast()
-	s.dueUpcoming(ctx, conn)
+	s.dueUpcoming(ctx)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
