@@ -1,32 +1,17 @@
 package readpast
 
-import (
-	"math"
-	"strconv"
-)
+import "github.com/readpast/readpast/internal/cursor"
 
-// A listing cursor is the id of the last job returned, as a decimal string;
-// pages run newest (highest id) first.
+// A listing cursor (ListParams.Cursor, ListResult.Next, SearchResult.Next)
+// is the id of the last job returned, as a decimal string; pages run
+// newest (highest id) first. Package internal/cursor makes and reads them.
 
-// EncodeCursor makes the cursor that continues after job id.
-func EncodeCursor(id int64) string { return strconv.FormatInt(id, 10) }
-
-// DecodeCursor returns the id a cursor continues after.
-func DecodeCursor(c string) (int64, error) {
-	id, err := strconv.ParseInt(c, 10, 64)
-	if err != nil || id < 1 {
+// decodeCursor returns the id a cursor continues after, or a *FieldError
+// for field "cursor" when c is malformed.
+func decodeCursor(c string) (int64, error) {
+	id, ok := cursor.Decode(c)
+	if !ok {
 		return 0, invalid("cursor", "malformed cursor")
 	}
 	return id, nil
-}
-
-// Before is the id a page of p starts below: the cursor's, or above every
-// id when p has none. p must be normalized (ListParams.Normalize, which
-// rejects a malformed cursor).
-func (p ListParams) Before() int64 {
-	if p.Cursor == "" {
-		return math.MaxInt64
-	}
-	id, _ := DecodeCursor(p.Cursor)
-	return id
 }

@@ -2,6 +2,7 @@ package readpast_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -180,4 +181,299 @@ func Example_unique() {
 	// 1 false
 	// 1 true
 	// nightly-report 0 3 * * *
+}
+
+// Periodic jobs: a schedule enqueues one job per tick of its cron
+// expression, exactly once however many schedulers look. Declare
+// schedules in Config.Schedules (every started Client puts them in the
+// store and runs a scheduler, and so does readpast serve), or put them
+// with Store.PutSchedule. Here two schedulers, their clocks at the tick,
+// get to it one after the other: the first enqueues its job, the second
+// finds it fired.
+func Example_schedules() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	sc, created, err := store.PutSchedule(ctx, readpast.ScheduleParams{
+		Name: "nightly-report", Cron: "0 3 * * *", TimeZone: "Europe/Paris",
+		Job: readpast.EnqueueParams{Kind: "report"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("created", created)
+
+	tick := *sc.NextRunAt
+	for _, name := range []string{"a", "b"} {
+		scheduler := readpast.NewScheduler(store, readpast.SchedulerConfig{Now: func() time.Time { return tick }})
+		made, err := scheduler.Tick(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("scheduler", name, "enqueued", made)
+	}
+
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := store.List(ctx, readpast.ListParams{Kind: "report"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(res.Jobs), "job, runs at", res.Jobs[0].RunAt.In(paris).Format("15:04"))
+	if sc, err = store.GetSchedule(ctx, "nightly-report"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("next tick a day later at", sc.NextRunAt.In(paris).Format("15:04"), sc.NextRunAt.After(tick))
+	// Output:
+	// created true
+	// scheduler a enqueued 1
+	// scheduler b enqueued 0
+	// 1 job, runs at 03:00
+	// next tick a day later at 03:00 true
+}
+
+// Retries: an error from a handler fails the attempt, and the job runs
+// again after the retry policy's wait (Config.RetryPolicy or
+// HandlerOptions.RetryPolicy; DefaultRetryPolicy backs off exponentially
+// with jitter) until it has made MaxAttempts attempts. Each failure is
+// kept in Job.Errors. A handler returns Permanent(err) to fail its job
+// for good at once.
+func Example_retries() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	succeeded := make(chan *readpast.Job, 1)
+	workers := readpast.NewWorkers()
+	workers.Handle("charge", func(ctx context.Context, job *readpast.Job) (any, error) {
+		if job.Attempt == 1 {
+			return nil, errors.New("payment gateway timed out")
+		}
+		succeeded <- job
+		return nil, nil
+	}, &readpast.HandlerOptions{RetryPolicy: func(attempt int) time.Duration { return 10 * time.Millisecond }})
+
+	client, err := readpast.NewClient(store, readpast.Config{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+
+	if _, err := client.Enqueue(ctx, readpast.EnqueueParams{Kind: "charge", MaxAttempts: 3}); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case job := <-succeeded:
+		fmt.Printf("attempt %d of %d, after %q\n", job.Attempt, job.MaxAttempts, job.Errors[0].Message)
+	case <-time.After(10 * time.Second):
+		log.Fatal("the job was not retried")
+	}
+	// Output: attempt 2 of 3, after "payment gateway timed out"
+}
+
+// Snooze: a handler that returns Snooze(d) puts its job back to pending
+// for d, without counting the attempt (say, to wait for something the job
+// needs). Job.Snoozes counts the snoozes; Config.MaxSnoozes bounds them.
+func Example_snooze() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	ran := make(chan *readpast.Job, 1)
+	workers := readpast.NewWorkers()
+	workers.Handle("fetch-export", func(ctx context.Context, job *readpast.Job) (any, error) {
+		if job.Snoozes == 0 { // the export is not ready yet: look again later
+			return nil, readpast.Snooze(10 * time.Millisecond)
+		}
+		ran <- job
+		return nil, nil
+	}, nil)
+
+	client, err := readpast.NewClient(store, readpast.Config{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+
+	if _, err := client.Enqueue(ctx, readpast.EnqueueParams{Kind: "fetch-export"}); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case job := <-ran:
+		fmt.Println("attempt", job.Attempt, "snoozes", job.Snoozes)
+	case <-time.After(10 * time.Second):
+		log.Fatal("the snoozed job did not run again")
+	}
+	// Output: attempt 1 snoozes 1
+}
+
+// Tags label jobs at enqueue (up to MaxTags each), for listing
+// (ListParams.Tag) and bulk actions (JobFilter.Tag).
+func Example_tags() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	if _, err := store.Enqueue(ctx, []readpast.EnqueueParams{
+		{Kind: "email", Tags: []string{"customer-42", "welcome"}},
+		{Kind: "invoice", Tags: []string{"customer-42"}},
+		{Kind: "email", Tags: []string{"customer-7"}},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	res, err := store.List(ctx, readpast.ListParams{Tag: "customer-42"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range res.Jobs { // newest first
+		fmt.Println(j.ID, j.Kind, j.Tags)
+	}
+	n, err := store.BulkCancel(ctx, readpast.JobFilter{Tag: "customer-42"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("cancelled", n)
+	// Output:
+	// 2 invoice [customer-42]
+	// 1 email [customer-42 welcome]
+	// cancelled 2
+}
+
+// Bulk actions act on every job a filter matches (JobFilter: queue, kind,
+// state, tag, group; at least one must be set), in batches of short
+// transactions: BulkCancel on pending and running jobs, BulkRetry on
+// failed and cancelled ones, BulkDelete on finished ones.
+func Example_bulk() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	if _, err := store.Enqueue(ctx, []readpast.EnqueueParams{
+		{Kind: "newsletter"}, {Kind: "newsletter"}, {Kind: "newsletter"}, {Kind: "invoice"},
+	}); err != nil {
+		log.Fatal(err)
+	}
+	newsletters := readpast.JobFilter{Kind: "newsletter"}
+	cancelled, err := store.BulkCancel(ctx, newsletters)
+	if err != nil {
+		log.Fatal(err)
+	}
+	retried, err := store.BulkRetry(ctx, readpast.JobFilter{Kind: "newsletter", State: readpast.StateCancelled})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.BulkCancel(ctx, newsletters); err != nil {
+		log.Fatal(err)
+	}
+	deleted, err := store.BulkDelete(ctx, newsletters)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("cancelled", cancelled, "retried", retried, "deleted", deleted)
+	stats, err := store.Stats(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range stats {
+		fmt.Println(s.Queue, s.State, s.Count)
+	}
+	// Output:
+	// cancelled 3 retried 3 deleted 3
+	// default pending 1
+}
+
+// Pausing a queue stops claims, in every process, from taking its jobs
+// until it is resumed. Enqueues still work, and running jobs finish as
+// usual. The CLI (readpast queues pause), the HTTP API and the dashboard
+// do the same.
+func Example_pause() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	claim := func() int {
+		jobs, err := store.Claim(ctx, readpast.ClaimParams{Queues: []string{"mail"}, Worker: "w1", Limit: 10, Lease: readpast.DefaultLease})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return len(jobs)
+	}
+	if err := store.PauseQueue(ctx, "mail"); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "email", Queue: "mail"}}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("paused: claimed", claim())
+	queues, err := store.Queues(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(queues[0].Name, "paused", queues[0].Paused, "pending", queues[0].Counts[readpast.StatePending])
+
+	if err := store.ResumeQueue(ctx, "mail"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("resumed: claimed", claim())
+	// Output:
+	// paused: claimed 0
+	// mail paused true pending 1
+	// resumed: claimed 1
 }

@@ -140,30 +140,3 @@ type SearchResult struct {
 	// Limit jobs matched: older jobs, from Next on, may match too.
 	Partial bool
 }
-
-// SearchPage assembles a SearchResult, for Inspector implementations that
-// search in two steps. matches holds up to limit+1 matching jobs among the
-// newest scan jobs below the cursor, newest first. When it holds more than
-// limit, the page is full and continues after its last job. Otherwise
-// examine, called then only, reports how many jobs the search examined
-// (at most scan) and the lowest id among them: fewer than scan means the
-// search reached the oldest job.
-func SearchPage(matches []*Job, limit, scan int, examine func() (examined int, lowest int64, err error)) (SearchResult, error) {
-	if len(matches) > limit {
-		page := matches[:limit]
-		return SearchResult{Jobs: page, Next: EncodeCursor(page[limit-1].ID)}, nil
-	}
-	res := SearchResult{Jobs: matches}
-	if res.Jobs == nil {
-		res.Jobs = []*Job{}
-	}
-	examined, lowest, err := examine()
-	if err != nil {
-		return SearchResult{}, err
-	}
-	if examined >= scan && lowest > 1 {
-		res.Next = EncodeCursor(lowest)
-		res.Partial = true
-	}
-	return res, nil
-}

@@ -2,7 +2,6 @@ package readpast
 
 import (
 	"encoding/json"
-	"sort"
 	"time"
 )
 
@@ -210,7 +209,9 @@ type ListParams struct {
 // ListResult is one page of jobs, newest first.
 type ListResult struct {
 	Jobs []*Job
-	// Next is the cursor of the next page; empty at the end.
+	// Next is the cursor of the next page: the id of this page's last
+	// job, in decimal (ListParams.Normalize accepts nothing else). Empty
+	// at the end.
 	Next string
 }
 
@@ -232,51 +233,6 @@ type QueueInfo struct {
 	Counts map[JobState]int64 `json:"counts"`
 }
 
-// QueueInfos is for Store implementations: it merges per-state stats and
-// the paused queues (name to the time each was paused) into one QueueInfo
-// per queue, sorted by name.
-func QueueInfos(stats []QueueStats, paused map[string]time.Time) []QueueInfo {
-	by := map[string]*QueueInfo{}
-	get := func(name string) *QueueInfo {
-		q, ok := by[name]
-		if !ok {
-			q = &QueueInfo{Name: name, Counts: map[JobState]int64{}}
-			by[name] = q
-		}
-		return q
-	}
-	for _, st := range stats {
-		get(st.Queue).Counts[st.State] += st.Count
-	}
-	for name, at := range paused {
-		q := get(name)
-		q.Paused = true
-		at := at.UTC()
-		q.PausedAt = &at
-	}
-	out := make([]QueueInfo, 0, len(by))
-	for _, q := range by {
-		out = append(out, *q)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// SortStats orders stats by queue, then state in lifecycle order, the
-// order every store returns them in.
-func SortStats(st []QueueStats) {
-	rank := map[JobState]int{}
-	for i, s := range AllStates {
-		rank[s] = i
-	}
-	sort.Slice(st, func(i, j int) bool {
-		if st[i].Queue != st[j].Queue {
-			return st[i].Queue < st[j].Queue
-		}
-		return rank[st[i].State] < rank[st[j].State]
-	})
-}
-
 // JobFilter selects the jobs of a bulk action (Store.BulkRetry, BulkCancel,
 // BulkDelete). A job matches when it matches every field that is set; at
 // least one must be set, so that no bulk action touches every job by
@@ -291,6 +247,3 @@ type JobFilter struct {
 	Tag   string   `json:"tag,omitempty"`
 	Group string   `json:"group,omitempty"`
 }
-
-// BulkBatch is how many jobs a bulk action changes per transaction.
-const BulkBatch = 1000

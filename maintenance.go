@@ -13,14 +13,14 @@ const DefaultRescueInterval = 250 * time.Millisecond
 // rescueBatch bounds one rescue statement so it never holds many locks.
 const rescueBatch = 1000
 
-// GroupPruneEvery is how many rescue intervals pass between two prunes of
+// groupPruneEvery is how many rescue intervals pass between two prunes of
 // idle group rows (a minute at DefaultRescueInterval).
-const GroupPruneEvery = 240
+const groupPruneEvery = 240
 
-// TidyEvery is how many rescue intervals pass between two calls of a
+// tidyEvery is how many rescue intervals pass between two calls of a
 // Tidier's Tidy (a second at DefaultRescueInterval; Tidy itself decides
 // whether anything is due).
-const TidyEvery = 4
+const tidyEvery = 4
 
 // groupPruneBatch bounds one prune statement.
 const groupPruneBatch = 1000
@@ -31,8 +31,8 @@ const tidyTimeout = time.Minute
 
 // RunRescuer ends expired claims on store every interval until ctx is done,
 // and, when the store is a GroupPruner, deletes idle group rows at its
-// first tick and every GroupPruneEvery ticks after; when it is a Tidier,
-// it calls Tidy every TidyEvery ticks. Any number of rescuers
+// first tick and every 240 ticks after (a minute at DefaultRescueInterval);
+// when it is a Tidier, it calls Tidy every 4 ticks. Any number of rescuers
 // may run at once, in any number of processes: each claim is rescued by
 // exactly one of them. A Client runs one; so does `readpast serve`.
 //
@@ -50,14 +50,14 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 		defer func() { <-done }()
 		go func() {
 			defer close(done)
-			runTidy(ctx, tidier, TidyEvery*interval, log)
+			runTidy(ctx, tidier, tidyEvery*interval, log)
 		}()
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	pruner, _ := store.(GroupPruner)
 	for tick := 0; ; tick++ {
-		if pruner != nil && tick%GroupPruneEvery == 0 {
+		if pruner != nil && tick%groupPruneEvery == 0 {
 			pruneGroups(ctx, pruner, log)
 		}
 		for {

@@ -11,8 +11,12 @@ import (
 )
 
 // CatchUp says what a scheduler does with the ticks of a schedule that no
-// scheduler enqueued in time (all were down, or the schedule's next tick
-// was further back than its grace, see Plan).
+// scheduler enqueued in time (all were down). A tick is on time while the
+// scheduler looks before the tick after it plus a grace of the shorter of
+// one interval and one minute: a scheduler late by less than that still
+// makes every tick, and one that comes back after any outage enqueues at
+// most one job for the ticks it missed (plus the ticks of the last
+// interval), never a burst.
 type CatchUp string
 
 // The catch-up policies.
@@ -195,7 +199,7 @@ type Firing struct {
 	Next    *time.Time
 }
 
-// Plan decides what a scheduler does at now with schedule s, whose next
+// plan decides what a scheduler does at now with schedule s, whose next
 // tick N (s.NextRunAt, which must be set) is due (N <= now), per its
 // catch-up policy:
 //
@@ -215,7 +219,7 @@ type Firing struct {
 // next tick back to it), N stands for the first tick after the last fired
 // one instead, and when that is not due yet the firing only moves the next
 // tick to it. The store checks it again (Store.FireSchedule).
-func Plan(s *Schedule, c *CronSchedule, now time.Time) Firing {
+func plan(s *Schedule, c *CronSchedule, now time.Time) Firing {
 	n := s.NextRunAt.UTC()
 	f := Firing{Name: s.Name, Version: s.Version, Expect: n}
 	if s.LastRunAt != nil && !n.After(*s.LastRunAt) {

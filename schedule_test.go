@@ -114,7 +114,7 @@ func TestPlan(t *testing.T) {
 		{"missed many: once", CatchUpOnce, "2026-01-03T07:15:00Z", "2026-01-01T10:00:00Z", true, "2026-01-03T08:00:00Z"},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			f := Plan(sc(k.policy), c, at(t, k.now))
+			f := plan(sc(k.policy), c, at(t, k.now))
 			if f.Name != "s" || f.Version != 3 || !f.Expect.Equal(n) || f.CatchUp != k.catchUp {
 				t.Fatalf("firing %+v", f)
 			}
@@ -129,10 +129,10 @@ func TestPlan(t *testing.T) {
 	// A one-second schedule: the grace is one interval.
 	e := mustParse(t, "@every 1s", "")
 	s := &Schedule{NextRunAt: &n}
-	if f := Plan(s, e, n.Add(1900*time.Millisecond)); f.Tick == nil {
+	if f := plan(s, e, n.Add(1900*time.Millisecond)); f.Tick == nil {
 		t.Fatal("a scheduler 1.9 s late on a 1 s schedule skipped the tick")
 	}
-	if f := Plan(s, e, n.Add(2*time.Second)); f.Tick != nil {
+	if f := plan(s, e, n.Add(2*time.Second)); f.Tick != nil {
 		t.Fatal("a tick 2 s late on a 1 s schedule was not counted missed")
 	}
 }
@@ -140,7 +140,7 @@ func TestPlan(t *testing.T) {
 // TestPlanAfterAFiredTick: a next tick at or before the last fired one
 // (the wedged state a put or resume racing a scheduler could leave) is
 // never planned again: the plan starts after the last fired tick. Before,
-// Plan fired the next tick again, and the store's run table refused it
+// plan fired the next tick again, and the store's run table refused it
 // (with catch_up once forever).
 func TestPlanAfterAFiredTick(t *testing.T) {
 	c := mustParse(t, "0 * * * *", "")
@@ -163,7 +163,7 @@ func TestPlanAfterAFiredTick(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			last := at(t, k.last)
 			s := &Schedule{Name: "s", Version: 3, NextRunAt: &n, LastRunAt: &last, CatchUp: k.policy}
-			f := Plan(s, c, at(t, k.now))
+			f := plan(s, c, at(t, k.now))
 			if !f.Expect.Equal(n) || f.CatchUp != k.catchUp {
 				t.Fatalf("firing %+v", f)
 			}

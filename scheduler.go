@@ -79,7 +79,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 // logged at level Warn.
 func (s *Scheduler) Failures() int64 { return s.failures.Load() }
 
-// Tick fires every tick due now, as Plan decides, and returns how many
+// Tick fires every tick due now, as CatchUp describes, and returns how many
 // jobs it enqueued. Ticks another scheduler fired meanwhile are left to
 // it. Each schedule fires on its own: one whose fire fails is logged,
 // counted (Failures) and left for the next look, and the others still
@@ -114,7 +114,7 @@ func (s *Scheduler) Tick(ctx context.Context) (int, error) {
 				errs = append(errs, fmt.Errorf("schedule %s: %w", sc.Name, err))
 				continue
 			}
-			f := Plan(sc, c, now)
+			f := plan(sc, c, now)
 			fired, job, err := s.store.FireSchedule(ctx, f)
 			if err != nil {
 				if ctx.Err() != nil {

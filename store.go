@@ -62,7 +62,7 @@ type Store interface {
 	// BulkRetry retries, as Retry does, every failed and cancelled job
 	// that f matches (f.Normalize(BulkRetryAction)), and returns how many
 	// it retried. A job whose unique key another job holds is left alone.
-	// Like every bulk action it works in batches of BulkBatch jobs, each
+	// Like every bulk action it works in batches of 1000 jobs, each
 	// in a short transaction of its own, walking the matching jobs by id:
 	// a job that matches only once the action has walked past its id is
 	// not touched, and an error leaves the batches before it applied.
@@ -175,7 +175,7 @@ type SQLTxStore interface {
 
 // GroupPruner is implemented by stores that keep a row per concurrency
 // group and delete the rows of idle groups in the background
-// (PostgreSQL). RunRescuer calls it every GroupPruneEvery rescue intervals.
+// (PostgreSQL). RunRescuer calls it every 240 rescue intervals.
 type GroupPruner interface {
 	// PruneGroups deletes up to limit rows of groups that run nothing and
 	// have the default limit, and returns how many it deleted. It never
@@ -186,7 +186,7 @@ type GroupPruner interface {
 // Tidier is implemented by stores whose tables need help between the
 // database's own clean-ups (PostgreSQL: every claim and finish leaves a
 // dead row in the live jobs table, and claims walk those that are not yet
-// vacuumed). RunRescuer calls Tidy every TidyEvery rescue intervals.
+// vacuumed). RunRescuer calls Tidy every 4 rescue intervals.
 type Tidier interface {
 	// Tidy does what is due, returns how many tables it cleaned, and never
 	// makes a claim or a write wait.

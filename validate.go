@@ -212,7 +212,7 @@ func (p ListParams) Normalize() (ListParams, error) {
 		return p, invalid("limit", "must be between 1 and 1000")
 	}
 	if p.Cursor != "" {
-		if _, err := DecodeCursor(p.Cursor); err != nil {
+		if _, err := decodeCursor(p.Cursor); err != nil {
 			return p, err
 		}
 	}
@@ -292,8 +292,9 @@ func cleanText(s string, max int) string {
 }
 
 // CheckResult reports whether a job result can be stored by every store:
-// the same rules as a payload's (see CheckJSON), for field "result". An
-// empty result is fine.
+// the same rules as a payload's (valid JSON in valid UTF-8 that
+// PostgreSQL's jsonb keeps as it is), for field "result". An empty result
+// is fine.
 func CheckResult(r json.RawMessage) error {
 	if len(r) == 0 {
 		return nil
@@ -301,21 +302,9 @@ func CheckResult(r json.RawMessage) error {
 	return checkJSON("result", r)
 }
 
-// CheckJSON reports whether b is a JSON value every store keeps as it is:
-// valid JSON in valid UTF-8, with no \u0000 escape and no unpaired UTF-16
-// surrogate escape (\ud800 alone), which PostgreSQL's jsonb rejects, and
-// with numbers jsonb can hold (at most 131072 digits before the decimal
-// point and 16383 after). Numbers with large exponents are written out in
-// full by PostgreSQL (1e300 becomes 301 digits), so the digits they would
-// grow by, over the whole value, must stay under MaxNumberGrowth. The error
-// is a *FieldError for field.
-func CheckJSON(field string, b []byte) error {
-	return checkJSON(field, b)
-}
-
-// MaxNumberGrowth bounds how many bytes a JSON value may grow by when
-// PostgreSQL writes its numbers out in full (see CheckJSON).
-const MaxNumberGrowth = 1 << 20
+// maxNumberGrowth bounds how many bytes a JSON value may grow by when
+// PostgreSQL writes its numbers out in full (see checkJSON).
+const maxNumberGrowth = 1 << 20
 
 // Limits of PostgreSQL's numeric type, which jsonb stores numbers in.
 const (
@@ -323,6 +312,14 @@ const (
 	pgMaxScale       = 16383  // digits after the decimal point
 )
 
+// checkJSON reports whether b is a JSON value every store keeps as it is:
+// valid JSON in valid UTF-8, with no \u0000 escape and no unpaired UTF-16
+// surrogate escape (\ud800 alone), which PostgreSQL's jsonb rejects, and
+// with numbers jsonb can hold (at most 131072 digits before the decimal
+// point and 16383 after). Numbers with large exponents are written out in
+// full by PostgreSQL (1e300 becomes 301 digits), so the digits they would
+// grow by, over the whole value, must stay under maxNumberGrowth. The error
+// is a *FieldError for field.
 func checkJSON(field string, b []byte) error {
 	if !json.Valid(b) {
 		return invalid(field, "not valid JSON")
@@ -352,8 +349,8 @@ func checkJSON(field string, b []byte) error {
 			if err != nil {
 				return err
 			}
-			if growth += grow; growth > MaxNumberGrowth {
-				return invalid(field, "numbers with large exponents (such as 1e300) would be written out with more than %d extra digits; send them as strings", MaxNumberGrowth)
+			if growth += grow; growth > maxNumberGrowth {
+				return invalid(field, "numbers with large exponents (such as 1e300) would be written out with more than %d extra digits; send them as strings", maxNumberGrowth)
 			}
 			i = end - 1
 		}

@@ -87,16 +87,16 @@ func TestCheckJSON(t *testing.T) {
 		{many(70, "1e-16000"), "send them as strings"},
 		{`{not json`, "not valid JSON"},
 	} {
-		err := CheckJSON("payload", []byte(tc.in))
+		err := checkJSON("payload", []byte(tc.in))
 		switch {
 		case tc.want == "" && err != nil:
-			t.Errorf("CheckJSON(%.60s) = %v, want accepted", tc.in, err)
+			t.Errorf("checkJSON(%.60s) = %v, want accepted", tc.in, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("CheckJSON(%.60s) = %v, want an error with %q", tc.in, err, tc.want)
+			t.Errorf("checkJSON(%.60s) = %v, want an error with %q", tc.in, err, tc.want)
 		case err != nil:
 			var fe *FieldError
 			if !errors.As(err, &fe) || fe.Field != "payload" {
-				t.Errorf("CheckJSON(%.60s) = %#v, want a FieldError for payload", tc.in, err)
+				t.Errorf("checkJSON(%.60s) = %#v, want a FieldError for payload", tc.in, err)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/cursor"
 	"github.com/readpast/readpast/postgres"
 )
 
@@ -120,7 +121,7 @@ func TestSpeed(t *testing.T) {
 		"/overview/live",
 		"/jobs",
 		nextPage("/jobs"),
-		"/jobs?cursor=" + readpast.EncodeCursor(5_000_000), // deep in the history
+		"/jobs?cursor=" + cursor.Encode(5_000_000), // deep in the history
 		"/jobs?queue=mail",
 		"/jobs?state=pending",
 		"/jobs?state=running",
@@ -135,7 +136,7 @@ func TestSpeed(t *testing.T) {
 		"/jobs?q=" + url.QueryEscape("customer 4242"),
 		"/jobs?q=nosuchtext",
 		"/jobs?state=failed&q=" + url.QueryEscape("timed out"),
-		"/jobs?q=nosuchtext&cursor=" + readpast.EncodeCursor(5_000_000),
+		"/jobs?q=nosuchtext&cursor=" + cursor.Encode(5_000_000),
 		fmt.Sprintf("/jobs/%d", failedID),
 		fmt.Sprintf("/jobs/%d", pendingID),
 		fmt.Sprintf("/jobs/%d", runningID),

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/readpast/readpast"
+	jobcursor "github.com/readpast/readpast/internal/cursor"
 )
 
 func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +148,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			if !added {
 				break
 			}
-			cursor = readpast.EncodeCursor(j.ID)
+			cursor = jobcursor.Encode(j.ID)
 			want--
 		}
 		next = res.Next

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // bulkRetryRounds bounds how often a bulk action goes back, without
@@ -32,7 +33,7 @@ func mustBulkStatement(name string) bulkStatement {
 }
 
 // bulk runs one bulk action: its statement once per batch of
-// readpast.BulkBatch ids, each in a transaction of its own, walking the
+// storekit.BulkBatch ids, each in a transaction of its own, walking the
 // matching jobs by id; then the ids it passed over because another
 // transaction held them, again, a few rounds apart; then each id still
 // held, waiting for its row (bulkWait), up to the store's bound in all.
@@ -67,8 +68,8 @@ func (s *Store) bulk(ctx context.Context, op, action string, stmt bulkStatement,
 		case <-time.After(time.Duration(round) * 10 * time.Millisecond):
 		}
 		var again []int64
-		for start := 0; start < len(skipped); start += readpast.BulkBatch {
-			part := skipped[start:min(start+readpast.BulkBatch, len(skipped))]
+		for start := 0; start < len(skipped); start += storekit.BulkBatch {
+			part := skipped[start:min(start+storekit.BulkBatch, len(skipped))]
 			n, _, skip, err := s.bulkBatch(ctx, stmt.skip, f, 0, part, wake)
 			total += n
 			if err != nil {
@@ -117,7 +118,7 @@ func (s *Store) bulkWaitOne(ctx context.Context, stmt string, f readpast.JobFilt
 			var last *int64
 			var skipped []int64
 			return tx.QueryRow(ctx, stmt, pgx.QueryExecModeDescribeExec,
-				f.Queue, f.Kind, string(f.State), f.Tag, f.Group, int64(0), int64(readpast.BulkBatch), []int64{id}).
+				f.Queue, f.Kind, string(f.State), f.Tag, f.Group, int64(0), int64(storekit.BulkBatch), []int64{id}).
 				Scan(&o.n, &last, &skipped, &o.groups)
 		})
 		return o, err
@@ -159,7 +160,7 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 	}
 	o, err := retryDeadlock(ctx, func() (o out, err error) {
 		err = s.pool.QueryRow(ctx, stmt, pgx.QueryExecModeDescribeExec,
-			f.Queue, f.Kind, string(f.State), f.Tag, f.Group, after, int64(readpast.BulkBatch), ids).
+			f.Queue, f.Kind, string(f.State), f.Tag, f.Group, after, int64(storekit.BulkBatch), ids).
 			Scan(&o.n, &o.last, &o.skipped, &o.groups)
 		return o, err
 	})

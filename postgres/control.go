@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/cursor"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // Cancel moves a live job to cancelled.
@@ -86,7 +88,7 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	}
 	var after int64
 	if p.Cursor != "" {
-		after, _ = readpast.DecodeCursor(p.Cursor)
+		after, _ = cursor.Decode(p.Cursor)
 	}
 	// One row more than the page says whether another page follows.
 	var rows pgx.Rows
@@ -108,7 +110,7 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	res := readpast.ListResult{Jobs: jobs}
 	if len(jobs) > p.Limit {
 		res.Jobs = jobs[:p.Limit]
-		res.Next = readpast.EncodeCursor(res.Jobs[p.Limit-1].ID)
+		res.Next = cursor.Encode(res.Jobs[p.Limit-1].ID)
 	}
 	return res, nil
 }
@@ -133,7 +135,7 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	if err := rows.Err(); err != nil {
 		return nil, opErr("stats", err)
 	}
-	readpast.SortStats(out)
+	storekit.SortStats(out)
 	return out, nil
 }
 
@@ -267,5 +269,5 @@ func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, opErr("queues", err)
 	}
-	return readpast.QueueInfos(stats, paused), nil
+	return storekit.QueueInfos(stats, paused), nil
 }

@@ -146,3 +146,7 @@ func SetBulkWait(s *Store, d time.Duration) { s.bulkWait = d }
 
 // CopyMinJobs is the smallest batch Enqueue writes with COPY.
 const CopyMinJobs = copyMinJobs
+
+// FoldCounts folds every count delta written so far into the counts, as
+// Tidy does first (foldCounts).
+func (s *Store) FoldCounts(ctx context.Context) error { return s.foldCounts(ctx) }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // canonToken returns a token in the canonical form the statements cast to
@@ -38,7 +39,7 @@ type batch struct {
 }
 
 // newBatch collects the acting entries of a batch of n: those that are the
-// first of their pair (readpast.FirstPairs) with a well-formed token,
+// first of their pair (storekit.FirstPairs) with a well-formed token,
 // sorted by id. Entries with a malformed token go to malformed instead:
 // such a token is never current.
 func newBatch(first []int, entry func(i int) (int64, string)) (b, malformed batch) {
@@ -146,7 +147,7 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 		errs[i] = readpast.CheckResult(c.Result)
 	}
 	entry := func(i int) (int64, string) { return cs[i].ID, cs[i].Token }
-	first := readpast.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
+	first := storekit.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
 	b, malformed := newBatch(first, entry)
 	if len(b.ids) > 0 {
 		results := make([]*string, len(b.idx))
@@ -167,14 +168,14 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
 		return nil, opErr("complete", err)
 	}
-	readpast.SettleRepeats(errs, first, true)
+	storekit.SettleRepeats(errs, first, true)
 	return errs, nil
 }
 
 // Complete finishes running jobs as succeeded in one statement. An entry
 // whose result cannot be stored gets a *readpast.FieldError; the rest of
 // the batch completes. Each (id, token) pair acts once (see
-// readpast.FirstPairs).
+// storekit.FirstPairs).
 func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error, error) {
 	if len(cs) == 0 {
 		return nil, nil
@@ -217,7 +218,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	}
 	began := time.Now()
 	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
-	first := readpast.FirstPairs(len(fs), entry, func(int) bool { return false })
+	first := storekit.FirstPairs(len(fs), entry, func(int) bool { return false })
 	b, malformed := newBatch(first, entry)
 	msgs, stacks := make([]string, len(b.idx)), make([]string, len(b.idx))
 	retryAt, discard := make([]*time.Time, len(b.idx)), make([]bool, len(b.idx))
@@ -244,7 +245,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		if err := explain(ctx, s.pool, malformed, nil, errs, false); err != nil {
 			return nil, opErr("fail", err)
 		}
-		readpast.SettleRepeats(errs, first, false)
+		storekit.SettleRepeats(errs, first, false)
 		return errs, nil
 	})
 	s.dropIdleAfter(ctx, began, err)

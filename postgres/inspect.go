@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 var _ readpast.Inspector = (*Store)(nil)
@@ -89,7 +90,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, err
 	}
-	before := p.Before()
+	before := storekit.PageBelow(p.ListParams)
 	rows, err := s.pool.Query(ctx, searchSQL, p.Queue, string(p.State), p.Kind, p.Group, p.Text, before, p.Limit+1, p.Scan, p.Tag)
 	if err != nil {
 		return readpast.SearchResult{}, opErr("search", err)
@@ -98,7 +99,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, opErr("search", err)
 	}
-	return readpast.SearchPage(jobs, p.Limit, p.Scan, func() (n int, lowest int64, err error) {
+	return storekit.SearchPage(jobs, p.Limit, p.Scan, func() (n int, lowest int64, err error) {
 		if err := s.pool.QueryRow(ctx, searchExaminedSQL, string(p.State), before, p.Scan).Scan(&n, &lowest); err != nil {
 			return 0, 0, opErr("search", err)
 		}

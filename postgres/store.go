@@ -4,6 +4,29 @@
 // use FOR UPDATE SKIP LOCKED, so claimers never wait on each other; the
 // statements live in sql/*.sql beside this file, each with a comment on
 // what it locks and why.
+//
+// # Use
+//
+// [Open] connects to a database URL with a pool the store owns; [New]
+// works on the caller's *pgxpool.Pool. Run [Store.Migrate] once per
+// schema version (or `readpast migrate`) before the store is used: it is
+// safe from several processes at once. Then give the store to
+// readpast.NewClient, or call its readpast.Store methods directly.
+//
+// [Store.EnqueueTx] and [Store.CompleteTx] join the caller's pgx.Tx, and
+// [Store.EnqueueSQLTx] and [Store.CompleteSQLTx] a database/sql
+// transaction on pgx's stdlib driver: the jobs exist, or the completion
+// stands, only if the caller's transaction commits.
+//
+// Claimers are woken through LISTEN/NOTIFY when jobs are enqueued or
+// become due ([Store.Subscribe]), and poll besides. Behind a pooler in
+// transaction mode (PgBouncer) add default_query_exec_mode=exec and
+// readpast_listen=off ([ListenParam]) to the URL (see [Open]).
+//
+// The store keeps its churning tables small between autovacuums
+// ([Store.Tidy], which readpast.RunRescuer calls) when its role owns the
+// tables. A database that cannot be reached is an error wrapping
+// readpast.ErrUnavailable ([IsUnavailable]).
 package postgres
 
 import (

@@ -52,7 +52,7 @@ type tidier struct {
 // twice as long, up to five minutes. When the store's
 // role does not own the tables, Tidy does nothing and says so once.
 func (s *Store) Tidy(ctx context.Context) (int, error) {
-	if err := s.FoldCounts(ctx); err != nil {
+	if err := s.foldCounts(ctx); err != nil {
 		return 0, err
 	}
 	t := &s.tidy
@@ -147,10 +147,10 @@ func (s *Store) deadRows(ctx context.Context, table string) (dead, live int64, e
 // foldBatch bounds one fold statement.
 const foldBatch = 10000
 
-// FoldCounts folds every count delta written so far into the counts, in
+// foldCounts folds every count delta written so far into the counts, in
 // batches; Stats then reads fewer rows. Tidy calls it. Only one process
 // folds at a time; the others' calls return at once.
-func (s *Store) FoldCounts(ctx context.Context) error {
+func (s *Store) foldCounts(ctx context.Context) error {
 	for {
 		var n int
 		if err := s.pool.QueryRow(ctx, foldCountsSQL, foldBatch).Scan(&n); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // rowSource runs statements on a pgx pool, connection or transaction, or
@@ -99,7 +100,7 @@ const keyRounds = 8
 // the snapshot only says who the holder is. New jobs get ids in input
 // order, except that an entry settled in a later round gets a later id.
 func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
-	first := readpast.FirstKeys(jobs)
+	first := storekit.FirstKeys(jobs)
 	var send []int
 	for i, f := range first {
 		if f == i || f < 0 {
@@ -160,6 +161,6 @@ func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueuePar
 		}
 		send = again
 	}
-	readpast.SettleKeyRepeats(out, first)
+	storekit.SettleKeyRepeats(out, first)
 	return out, nil
 }

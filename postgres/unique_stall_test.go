@@ -203,12 +203,15 @@ func TestSchedulersRaceOneTick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tick := *sc.NextRunAt
+	tick := sc.NextRunAt.UTC()
 	c, err := readpast.ParseCron(sc.Cron, sc.TimeZone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := readpast.Plan(sc, c, tick)
+	// What a scheduler does at the tick, on time: the tick's job, and the
+	// next tick an interval on.
+	next := c.Next(tick)
+	plan := readpast.Firing{Name: sc.Name, Version: sc.Version, Expect: tick, Tick: &tick, Next: &next}
 	st := newStall(t, s, "schedule.fire")
 	var stalledFired bool
 	var stalledJob *readpast.Job

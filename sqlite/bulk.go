@@ -7,10 +7,11 @@ import (
 	"fmt"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // bulk runs one bulk action in write transactions of up to
-// readpast.BulkBatch jobs each: walk lists the next ids past the last one
+// storekit.BulkBatch jobs each: walk lists the next ids past the last one
 // acted on (with their state, for history walks), and act changes one job
 // inside the batch's transaction, reporting whether it did and whether
 // workers should be woken. SQLite has one writer at a time, so a batch
@@ -39,7 +40,7 @@ func (s *Store) bulk(ctx context.Context, op string, f readpast.JobFilter, live 
 				id    int64
 				state readpast.JobState
 			}
-			rows, err := tx.QueryContext(ctx, walk, after, f.Queue, f.Kind, string(f.State), f.Group, f.Tag, readpast.BulkBatch)
+			rows, err := tx.QueryContext(ctx, walk, after, f.Queue, f.Kind, string(f.State), f.Group, f.Tag, storekit.BulkBatch)
 			if err != nil {
 				return err
 			}

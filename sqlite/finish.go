@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // Complete finishes running jobs as succeeded in one transaction, moving
@@ -44,18 +45,18 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 
 // completeIn applies completions inside tx in two set-based statements
 // (the entries that matched no running job are then looked up one by one).
-// Each (id, token) pair goes into the statements once (readpast.FirstPairs),
+// Each (id, token) pair goes into the statements once (storekit.FirstPairs),
 // and only the current token can match, so a job is moved, and its group
 // slot freed, at most once per batch; an entry whose result
 // readpast.CheckResult rejects gets that error and changes nothing, and
-// repeats are settled by readpast.SettleRepeats. freed reports whether a
+// repeats are settled by storekit.SettleRepeats. freed reports whether a
 // group slot was freed.
 func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
 	res = make([]error, len(cs))
 	for i, c := range cs {
 		res[i] = readpast.CheckResult(c.Result)
 	}
-	first := readpast.FirstPairs(len(cs), func(i int) (int64, string) { return cs[i].ID, cs[i].Token },
+	first := storekit.FirstPairs(len(cs), func(i int) (int64, string) { return cs[i].ID, cs[i].Token },
 		func(i int) bool { return res[i] != nil })
 	batch := make([][3]any, 0, len(cs))
 	for i, c := range cs {
@@ -125,7 +126,7 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			return nil, false, err
 		}
 	}
-	readpast.SettleRepeats(res, first, true)
+	storekit.SettleRepeats(res, first, true)
 	if freed, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
 		return nil, false, err
 	}
@@ -174,7 +175,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 }
 
 // failIn applies failures inside tx in order, each (id, token) pair once
-// (readpast.FirstPairs): only the current token matches, and once it has
+// (storekit.FirstPairs): only the current token matches, and once it has
 // acted the claim is over, so no job is failed, and no group slot freed,
 // twice in a batch.
 // wake reports whether a job became pending or a group slot was freed.
@@ -183,7 +184,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
 	groups := map[string]int{}
-	first := readpast.FirstPairs(len(fs), func(i int) (int64, string) { return fs[i].ID, fs[i].Token },
+	first := storekit.FirstPairs(len(fs), func(i int) (int64, string) { return fs[i].ID, fs[i].Token },
 		func(int) bool { return false })
 	for i, f := range fs {
 		if first[i] != i {
@@ -232,7 +233,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			groups[group.String]++
 		}
 	}
-	readpast.SettleRepeats(res, first, false)
+	storekit.SettleRepeats(res, first, false)
 	marked, err := freeSlots(ctx, tx, groups, nowUS)
 	if err != nil {
 		return nil, false, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 var _ readpast.Inspector = (*Store)(nil)
@@ -266,7 +267,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, err
 	}
-	before := p.Before()
+	before := storekit.PageBelow(p.ListParams)
 	var jobs []*readpast.Job
 	err = s.readOp(ctx, "search", func(db *sql.DB) error {
 		jobs = nil
@@ -287,7 +288,7 @@ func (s *Store) Search(ctx context.Context, p readpast.SearchParams) (readpast.S
 	if err != nil {
 		return readpast.SearchResult{}, err
 	}
-	return readpast.SearchPage(jobs, p.Limit, p.Scan, func() (n int, lowest int64, err error) {
+	return storekit.SearchPage(jobs, p.Limit, p.Scan, func() (n int, lowest int64, err error) {
 		err = s.readOp(ctx, "search", func(db *sql.DB) error {
 			return db.QueryRowContext(ctx, searchExaminedSQL, string(p.State), before, p.Scan).Scan(&n, &lowest)
 		})

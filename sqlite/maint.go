@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // leaseExpiredMessage is the AttemptError message of a rescued claim.
@@ -213,7 +214,7 @@ func (s *Store) Queues(ctx context.Context) ([]readpast.QueueInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return readpast.QueueInfos(stats, paused), nil
+	return storekit.QueueInfos(stats, paused), nil
 }
 
 // deleted is a history row just deleted: what must go with it.

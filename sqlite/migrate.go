@@ -24,15 +24,6 @@ func loadMigrations() ([]migrate.Migration, error) {
 
 var _ readpast.SchemaVersioner = (*Store)(nil)
 
-// SchemaVersion is the schema version this code migrates to.
-func SchemaVersion() int {
-	ms, err := loadMigrations()
-	if err != nil {
-		return 0
-	}
-	return migrate.Latest(ms)
-}
-
 // Migrate brings the schema up to date in one write transaction. It returns
 // an error wrapping readpast.ErrSchemaTooNew, and changes nothing, when the
 // database was migrated by a newer readpast. Concurrent Migrate calls from

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/cursor"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // Get returns a live or finished job; readpast.ErrNotFound when no job has
@@ -31,7 +33,7 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	if err != nil {
 		return readpast.ListResult{}, err
 	}
-	before := p.Before()
+	before := storekit.PageBelow(p)
 	var res readpast.ListResult
 	err = s.readOp(ctx, "list", func(db *sql.DB) error {
 		res = readpast.ListResult{Jobs: make([]*readpast.Job, 0, min(p.Limit, 64))}
@@ -60,14 +62,14 @@ func (s *Store) List(ctx context.Context, p readpast.ListParams) (readpast.ListR
 	}
 	if len(res.Jobs) > p.Limit {
 		res.Jobs = res.Jobs[:p.Limit]
-		res.Next = readpast.EncodeCursor(res.Jobs[p.Limit-1].ID)
+		res.Next = cursor.Encode(res.Jobs[p.Limit-1].ID)
 	}
 	return res, nil
 }
 
 // Stats counts jobs per queue and state across the live and history
 // tables, ordered by queue, then state in lifecycle order
-// (readpast.SortStats). An empty database gives an empty, non-nil slice.
+// (storekit.SortStats). An empty database gives an empty, non-nil slice.
 func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	var out []readpast.QueueStats
 	err := s.readOp(ctx, "stats", func(db *sql.DB) error {
@@ -89,6 +91,6 @@ func (s *Store) Stats(ctx context.Context) ([]readpast.QueueStats, error) {
 	if err != nil {
 		return nil, err
 	}
-	readpast.SortStats(out)
+	storekit.SortStats(out)
 	return out, nil
 }

@@ -13,6 +13,22 @@
 // instead of skipping each other's locked rows, and Subscribe only hears
 // about jobs made claimable by the same Store; other processes sharing the
 // file are found by polling.
+//
+// # Use
+//
+// [Open] opens the database file, creating it and its directory when
+// missing, and migrates it (unless [Options].SkipMigrate); the zero
+// [Options] are ready to use. Several processes may open the same file.
+// Give the store to readpast.NewClient, or call its readpast.Store
+// methods directly: the examples of package readpast all run on this
+// store.
+//
+// [Store.EnqueueSQLTx] and [Store.CompleteSQLTx] join a transaction the
+// caller began on [Store.DB], so that the jobs exist, or the completion
+// stands, only if the caller's own writes commit. Options.ReadOnly opens
+// a database for inspection only, without writing anything. A database
+// file that cannot be used is an error wrapping readpast.ErrUnavailable
+// ([IsUnavailable]).
 package sqlite
 
 import (
@@ -345,13 +361,10 @@ func (s *Store) initWAL(ctx context.Context) error {
 }
 
 // DB returns the store's write pool. Use it to begin the transactions given
-// to EnqueueTx and CompleteTx. It has one connection: while a transaction
+// to EnqueueSQLTx and CompleteSQLTx. It has one connection: while a transaction
 // on it is open, every other write of this Store waits for it to end, so do
 // not call the Store's own write methods (Enqueue, Claim, ...) inside one.
 func (s *Store) DB() *sql.DB { return s.write }
-
-// Path returns the absolute path of the database file.
-func (s *Store) Path() string { return s.path }
 
 // Close closes both connection pools and every Subscribe channel.
 func (s *Store) Close() error {

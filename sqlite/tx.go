@@ -15,7 +15,7 @@ var _ readpast.SQLTxStore = (*Store)(nil)
 // be a transaction on s.DB(): the jobs exist if and only if tx commits. It
 // validates and returns the jobs as Enqueue does (readpast.SQLTxStore).
 //
-// Subscribers are woken when EnqueueTx returns, before tx commits; a claim
+// Subscribers are woken when EnqueueSQLTx returns, before tx commits; a claim
 // they start waits for tx to end, since it needs the same write connection.
 // There is no retry on SQLITE_BUSY here: the caller owns the transaction.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {

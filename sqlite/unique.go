@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // uniqueUntil is when p's key period ends, in microseconds (nil for none).
@@ -26,7 +27,7 @@ func uniqueUntil(p readpast.EnqueueParams, nowUS int64) any {
 // which the entry then takes over. Later entries of a batch with the same
 // key are duplicates of whatever holds it after the first.
 func enqueueIn(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, now time.Time) ([]*readpast.Job, error) {
-	first := readpast.FirstKeys(jobs)
+	first := storekit.FirstKeys(jobs)
 	keyed := false
 	for _, f := range first {
 		keyed = keyed || f >= 0
@@ -98,7 +99,7 @@ func enqueueIn(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, n
 		j.Duplicate = true
 		out[i] = j
 	}
-	readpast.SettleKeyRepeats(out, first)
+	storekit.SettleKeyRepeats(out, first)
 	return out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // listAll lists every job p matches, page by page, and returns their ids.
@@ -314,7 +315,7 @@ func testBulkCancel(t *testing.T, h Harness) {
 func testBulkCancelMany(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
-	n := 2*readpast.BulkBatch + 123
+	n := 2*storekit.BulkBatch + 123
 	ps := make([]readpast.EnqueueParams, 0, 2*n)
 	for i := range 2 * n {
 		p := readpast.EnqueueParams{Kind: "k", Queue: "many"}

@@ -103,7 +103,11 @@ func runNothingCreated(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().Exec(`INSERT INTO readpast_schema_migrations (version, applied_at) VALUES (?, 0)`, sqlite.SchemaVersion()+1); err != nil {
+	_, latest, err := s.SchemaVersion(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`INSERT INTO readpast_schema_migrations (version, applied_at) VALUES (?, 0)`, latest+1); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

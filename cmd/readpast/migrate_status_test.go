@@ -21,9 +21,9 @@ import (
 func TestMigrateStatusSQLite(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "status.db")
-	latest := sqlite.SchemaVersion()
+	latest := latestSQLiteVersion(t)
 	if latest < 1 {
-		t.Fatalf("sqlite.SchemaVersion() = %d", latest)
+		t.Fatalf("latest SQLite schema version = %d", latest)
 	}
 
 	cli := func(args ...string) string {
@@ -96,4 +96,21 @@ func pendingText(n int) string {
 		return "1 migration pending"
 	}
 	return fmt.Sprintf("%d migrations pending", n)
+}
+
+// latestSQLiteVersion is the schema version this build migrates a SQLite
+// database to, as a scratch database's store reports it.
+func latestSQLiteVersion(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "scratch.db"), sqlite.Options{SkipMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, latest, err := s.SchemaVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return latest
 }

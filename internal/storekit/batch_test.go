@@ -1,4 +1,4 @@
-package readpast
+package storekit
 
 import (
 	"fmt"

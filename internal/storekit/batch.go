@@ -1,14 +1,17 @@
-package readpast
+package storekit
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/readpast/readpast"
+)
 
 // A Complete or Fail batch may name a job more than once. Stores settle it
 // as if its entries were applied one after another: each distinct (job id,
 // token) pair acts once, at its first entry that can be stored, and the
 // store judges that entry on its own (so a stale entry before the current
 // one does not stand for it). Repeats of a pair are then settled from the
-// first one's outcome by SettleRepeats. FirstPairs and SettleRepeats are for
-// Store implementations.
+// first one's outcome by SettleRepeats.
 
 // FirstPairs returns, for each of the n entries of a batch, the index of
 // the first entry with the same job id and token. Entries for which
@@ -72,11 +75,11 @@ func SettleRepeats(errs []error, first []int, completing bool) {
 		case e == nil && completing:
 			errs[i] = nil
 		case e == nil:
-			errs[i] = ErrStaleToken
-		case errors.Is(e, ErrNotFound):
-			errs[i] = ErrNotFound
+			errs[i] = readpast.ErrStaleToken
+		case errors.Is(e, readpast.ErrNotFound):
+			errs[i] = readpast.ErrNotFound
 		default:
-			errs[i] = ErrStaleToken
+			errs[i] = readpast.ErrStaleToken
 		}
 	}
 }
