@@ -301,14 +301,21 @@ func (s *server) release(w http.ResponseWriter, r *http.Request) {
 
 // deleteJob serves DELETE /v1/jobs/{id}: 204, or 409 for a live job.
 func (s *server) deleteJob(w http.ResponseWriter, r *http.Request) {
-	id, ae := pathID(r)
+	deleteBy(s, w, r, pathID, s.store.Delete)
+}
+
+// deleteBy serves a DELETE of what r's path names (key reads it): 204 once
+// del has deleted it, else the error.
+func deleteBy[K any](s *server, w http.ResponseWriter, r *http.Request,
+	key func(*http.Request) (K, *apiError), del func(context.Context, K) error) {
+	k, ae := key(r)
 	if ae != nil {
 		s.writeError(w, r, ae)
 		return
 	}
 	ctx, cancel := writeContext(r)
 	defer cancel()
-	if err := s.store.Delete(ctx, id); err != nil {
+	if err := del(ctx, k); err != nil {
 		s.writeStoreError(w, r, err)
 		return
 	}

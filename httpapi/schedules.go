@@ -207,18 +207,7 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	name, ae := scheduleName(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	ctx, cancel := writeContext(r)
-	defer cancel()
-	if err := s.store.DeleteSchedule(ctx, name); err != nil {
-		s.writeStoreError(w, r, err)
-		return
-	}
-	writeNoContent(w)
+	deleteBy(s, w, r, scheduleName, s.store.DeleteSchedule)
 }
 
 func (s *server) pauseSchedule(w http.ResponseWriter, r *http.Request)  { s.setPaused(w, r, true) }

@@ -25,19 +25,28 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
+	return s.settleTx(ctx, "complete", func(tx *sql.Tx) ([]error, bool, error) {
+		return completeIn(ctx, tx, cs, s.now())
+	})
+}
+
+// settleTx runs in, which settles a batch entry by entry, in one write
+// transaction named op, and wakes the claimers when in says it freed or
+// made pending something they can take.
+func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]error, bool, error)) ([]error, error) {
 	var (
-		res   []error
-		freed bool
+		res  []error
+		wake bool
 	)
-	err := s.writeTx(ctx, "complete", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		var err error
-		res, freed, err = completeIn(ctx, tx, cs, s.now())
+		res, wake, err = in(tx)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if freed {
+	if wake {
 		s.wake()
 	}
 	return res, nil
@@ -153,23 +162,14 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	var (
-		res  []error
-		wake bool
-	)
-	err := s.writeTx(ctx, "fail", func(tx *sql.Tx) error {
-		var err error
-		res, wake, err = s.failIn(ctx, tx, fs, s.now())
-		return err
+	res, err := s.settleTx(ctx, "fail", func(tx *sql.Tx) ([]error, bool, error) {
+		return s.failIn(ctx, tx, fs, s.now())
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range fs {
 		s.dueAt(time.Now(), f.RetryAt) // this store's claimers take the retry when it is due
-	}
-	if wake {
-		s.wake()
 	}
 	return res, nil
 }

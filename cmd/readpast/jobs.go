@@ -87,23 +87,28 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
+// parseOneJobID parses args with fs, wanting exactly one argument: a job
+// id.
+func parseOneJobID(fs *flagSet, args []string) (int64, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return 0, err
+	}
+	if len(pos) != 1 {
+		return 0, usagef("want exactly one job id")
+	}
+	return parseJobID(pos[0])
+}
+
 // runJobsOne runs show, cancel or retry on one job id.
 func runJobsOne(ctx context.Context, action string, args []string, stdout io.Writer) error {
 	fs := newFlagSet("jobs "+action, "jobs "+action+" ID [flags]", stdout)
 	tf := addTargetFlags(fs)
 	asJSON := fs.Bool("json", false, "print the job as JSON")
-	pos, err := parseFlags(fs, args)
+	id, err := parseOneJobID(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one job id")
-	}
-	id, err := parseJobID(pos[0])
-	if err != nil {
-		return err
-	}
-
 	b, err := tf.open(ctx, action == "show")
 	if err != nil {
 		return err
@@ -123,14 +128,7 @@ func runJobsOne(ctx context.Context, action string, args []string, stdout io.Wri
 func runJobsDelete(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("jobs delete", "jobs delete ID [flags]", stdout)
 	tf := addTargetFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("want exactly one job id")
-	}
-	id, err := parseJobID(pos[0])
+	id, err := parseOneJobID(fs, args)
 	if err != nil {
 		return err
 	}

@@ -41,31 +41,18 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 // runSchedulesList prints every schedule.
 func runSchedulesList(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("schedules list", "schedules list [flags]", stdout)
-	tf := addTargetFlags(fs)
-	asJSON := fs.Bool("json", false, `print JSON: {"schedules": [...]}`)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
-	}
-	b, err := tf.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer b.close()
-	scs, err := b.schedules(ctx)
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	if *asJSON {
-		return writeJSON(stdout, httpapi.SchedulesResponse{Schedules: scs})
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	return runRead(ctx, "schedules list", `print JSON: {"schedules": [...]}`, args, stdout,
+		func(b backend, ctx context.Context) (httpapi.SchedulesResponse, error) {
+			scs, err := b.schedules(ctx)
+			return httpapi.SchedulesResponse{Schedules: scs}, err
+		}, printSchedules)
+}
+
+// printSchedules writes the schedules as a table.
+func printSchedules(w io.Writer, res httpapi.SchedulesResponse) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCRON\tTIME ZONE\tSTATE\tNEXT RUN\tLAST RUN\tLAST JOB\tKIND\tQUEUE")
-	for _, sc := range scs {
+	for _, sc := range res.Schedules {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sc.Name, sc.Cron, sc.TimeZone, scheduleState(sc),
 			fmtTimePtr(sc.NextRunAt), fmtTimePtr(sc.LastRunAt), jobIDOrDash(sc.LastJobID), sc.Job.Kind, sc.Job.Queue)
 	}
