@@ -10,6 +10,7 @@
 package benchkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +122,8 @@ type Options struct {
 	Scale float64
 	// Progress, if set, gets a line per second while a scenario runs.
 	Progress io.Writer
+	// Shortest is the least a timed scenario runs; 0 means one second.
+	Shortest time.Duration
 }
 
 func (o Options) n(full int) int {
@@ -128,7 +131,7 @@ func (o Options) n(full int) int {
 }
 
 func (o Options) d(full time.Duration) time.Duration {
-	return max(time.Second, time.Duration(float64(full)*o.scale()))
+	return max(cmp.Or(o.Shortest, time.Second), time.Duration(float64(full)*o.scale()))
 }
 
 func (o Options) scale() float64 {
