@@ -30,6 +30,8 @@ var (
 	ErrUnavailable = errors.New("readpast: database unavailable")
 	// ErrScheduleNotFound: no schedule has that name.
 	ErrScheduleNotFound = errors.New("readpast: schedule not found")
+	// ErrLimitNotFound: no limit is declared for that key or template.
+	ErrLimitNotFound = errors.New("readpast: limit not found")
 	// ErrSkipped is returned (as a *SkippedError) by a bulk action that
 	// could not act on some of the jobs it matched.
 	ErrSkipped = errors.New("readpast: jobs held by other transactions were skipped")

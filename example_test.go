@@ -135,6 +135,55 @@ func Example_groups() {
 	// 6 report
 }
 
+// Limits per key: at most 10 charges a second to the payment API (up to
+// 3 at once after a quiet spell), whichever workers run them; a template
+// gives every customer:<id> key a bucket of its own. A key out of tokens
+// holds back nothing else.
+func Example_limits() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	if _, err := store.PutLimit(ctx, readpast.Limit{Key: "api:payments", Rate: 10, Per: time.Second, Burst: 3}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.PutLimit(ctx, readpast.Limit{Key: "customer:*", Concurrency: 1}); err != nil {
+		log.Fatal(err)
+	}
+	var batch []readpast.EnqueueParams
+	for range 5 {
+		batch = append(batch, readpast.EnqueueParams{Kind: "charge", Group: "api:payments"})
+	}
+	batch = append(batch,
+		readpast.EnqueueParams{Kind: "sync", Group: "customer:42"},
+		readpast.EnqueueParams{Kind: "sync", Group: "customer:42"},
+		readpast.EnqueueParams{Kind: "sync", Group: "customer:43"})
+	if _, err := store.Enqueue(ctx, batch); err != nil {
+		log.Fatal(err)
+	}
+	claimed, err := store.Claim(ctx, readpast.ClaimParams{Worker: "w1", Limit: 10, Lease: readpast.DefaultLease})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range claimed {
+		fmt.Println(j.ID, j.Kind, *j.Group)
+	}
+	// Output:
+	// 1 charge api:payments
+	// 2 charge api:payments
+	// 3 charge api:payments
+	// 6 sync customer:42
+	// 8 sync customer:43
+}
+
 // Unique jobs: while a job holds its key (here for 24 hours, whatever its
 // outcome), enqueueing the key again creates nothing and returns the
 // holder marked Duplicate. Periodic jobs are declared in Config.Schedules

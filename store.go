@@ -94,8 +94,32 @@ type Store interface {
 	// of them): back to pending when attempts remain, else failed for good.
 	// It applies the same id, token and running check as a worker's write.
 	RescueExpired(ctx context.Context, limit int) (int, error)
-	// SetGroupLimit sets how many jobs of a group may run at once (default 1).
+	// SetGroupLimit sets how many jobs of a group may run at once (default
+	// 1): PutLimit of the group's own limit with that concurrency, its
+	// rate kept.
 	SetGroupLimit(ctx context.Context, group string, limit int) error
+	// PutLimit declares the limit of l.Key (a key or a template, see
+	// Limit), replacing the one declared for it, and reports whether it
+	// created it. The keys it governs follow it from their next starts;
+	// running jobs go on. It may wait for a claim or a finisher holding a
+	// key's row; claims never wait for it (one that meets it passes the
+	// keys it is changing over).
+	PutLimit(ctx context.Context, l Limit) (bool, error)
+	// GetLimit returns the limit declared for key (exactly: a key or a
+	// template) with the states of the keys it governs, or
+	// ErrLimitNotFound.
+	GetLimit(ctx context.Context, key string) (*LimitInfo, error)
+	// ListLimits returns every declared limit by key, as GetLimit does.
+	ListLimits(ctx context.Context) ([]LimitInfo, error)
+	// DeleteLimit deletes the limit declared for key, or returns
+	// ErrLimitNotFound: the keys it governed follow the next longest
+	// template they match, or the default.
+	DeleteLimit(ctx context.Context, key string) error
+	// TakeTokens takes n starts from key's rate for work done outside
+	// jobs, all or none, and says whether it did and, if not, when n
+	// could be. A key without a rate grants every request. The tokens
+	// are the ones its jobs' claims take.
+	TakeTokens(ctx context.Context, key string, n int) (TokenGrant, error)
 	// PauseQueue stops claims, in every process, from taking the queue's
 	// jobs: a claim that starts after PauseQueue returns takes none.
 	// Enqueues still work and running jobs finish as usual. The pause

@@ -151,6 +151,7 @@ func (h *Handler) routes() {
 	page("POST /queues/{name}/{action}", h.queueAction)
 	page("GET /schedules", h.schedulesPage)
 	page("POST /schedules/{name}/{action}", h.scheduleAction)
+	page("GET /limits", h.limitsPage)
 	page("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /login", h.loginPage)
 	h.mux.HandleFunc("POST /login", h.login)

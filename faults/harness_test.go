@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -37,6 +38,25 @@ func loadFor(short time.Duration) time.Duration {
 // Group limits of every scenario: one group of each limit up to 3, and a
 // few of the default 1.
 var groupLimits = map[string]int{"g0": 1, "g1": 1, "g2": 2, "g3": 3, "g4": 1, "g5": 3}
+
+// Keys with a rate in every scenario (docs/design/flow-control.md): r0
+// gets more jobs than its rate lets start, so its bucket runs dry; the
+// history checks both keys' concurrency and their starts in every second.
+var rateLimits = []readpast.Limit{
+	{Key: "r0", Concurrency: 3, Rate: 20, Per: time.Second, Burst: 2},
+	{Key: "r1", Rate: 40, Per: time.Second, Burst: 5},
+}
+
+// checkedLimits are the concurrency limits the history is checked
+// against: the groups' and the rated keys' (no bound: a billion).
+func checkedLimits() (map[string]int, map[string]history.Rate) {
+	limits, rates := maps.Clone(groupLimits), map[string]history.Rate{}
+	for _, l := range rateLimits {
+		limits[l.Key] = cmp.Or(l.Concurrency, 1<<30)
+		rates[l.Key] = history.Rate{Interval: l.Per / time.Duration(l.Rate), Burst: l.Burst}
+	}
+	return limits, rates
+}
 
 // run is one scenario: worker processes, an enqueuer, faults, and the
 // history they all write to files in dir.
@@ -94,6 +114,11 @@ func newRun(t *testing.T, name string, store readpast.Store, dbNow func(context.
 	})
 	for g, n := range groupLimits {
 		if err := retry(ctx, func(ctx context.Context) error { return store.SetGroupLimit(ctx, g, n) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range rateLimits {
+		if err := retry(ctx, func(ctx context.Context) error { _, err := store.PutLimit(ctx, l); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +274,8 @@ func (r *run) faultWithin(what string, at time.Time, limit time.Duration, procs 
 }
 
 // enqueue keeps enqueuing batches of jobs until d passes: n jobs every
-// 50 ms, half of them in the groups of groupLimits, some asking their
+// 50 ms, half of them in the groups of groupLimits, one in eight in each
+// of the keys of rateLimits, some asking their
 // first attempt to fail. Failed enqueues (the database away) are counted
 // and not retried: their jobs are unacknowledged.
 func (r *run) enqueue(d time.Duration, n int, failing bool) {
@@ -268,8 +294,11 @@ func (r *run) enqueue(d time.Duration, n int, failing bool) {
 			ps := make([]readpast.EnqueueParams, n)
 			for i := range ps {
 				ps[i] = readpast.EnqueueParams{Kind: "work", MaxAttempts: 1000}
-				if rand.IntN(2) == 0 {
+				switch k := rand.IntN(8); {
+				case k < 4:
 					ps[i].Group = fmt.Sprint("g", rand.IntN(len(groupLimits)))
+				case k < 4+len(rateLimits):
+					ps[i].Group = rateLimits[k-4].Key
 				}
 				if failing && rand.IntN(10) == 0 {
 					ps[i].Payload = json.RawMessage(`{"fail":true}`)
@@ -404,7 +433,8 @@ func (r *run) measure() result {
 	if err := retry(ctx, func(ctx context.Context) (err error) { now, err = r.dbNow(ctx); return err }); err != nil {
 		t.Fatal(err)
 	}
-	rep := history.Check(history.Input{Events: evs, Final: final, Limits: groupLimits, DBNow: now})
+	limits, rates := checkedLimits()
+	rep := history.Check(history.Input{Events: evs, Final: final, Limits: limits, Rates: rates, DBNow: now})
 	rep.BadLines = bad
 	res := result{Report: rep, events: evs, faults: r.faults}
 	for _, f := range r.faults {

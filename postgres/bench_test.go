@@ -23,6 +23,7 @@ var (
 	scaleJobs   = flag.Int("groups.jobs", 3, "pending jobs per group")
 	scaleLimit  = flag.Int("groups.limit", 1000, "claim limit")
 	scaleplan   = flag.Bool("groups.explain", false, "log EXPLAIN (ANALYZE, BUFFERS) of one claim")
+	scaleRated  = flag.Bool("groups.throttled", false, "half of the busy groups out of tokens (a rate of one start an hour) instead of running")
 )
 
 // BenchmarkClaimGroupsAtScale: -groups.n groups with -groups.jobs pending
@@ -35,7 +36,7 @@ func BenchmarkClaimGroupsAtScale(b *testing.B) {
 	s := newStore(b)
 	defer s.Close()
 	storetest.BenchClaimGroupsAtScale(b, s, storetest.GroupsAtScale{
-		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit,
+		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit, Throttled: *scaleRated,
 		Ready: func(b *testing.B) {
 			if _, err := s.Pool().Exec(context.Background(), "VACUUM ANALYZE readpast_jobs, readpast_groups, readpast_group_ready"); err != nil {
 				b.Fatal(err)

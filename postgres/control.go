@@ -167,25 +167,12 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// SetGroupLimit sets how many jobs of group may run at once.
-func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
-	if err := readpast.CheckGroupLimit(group, limit); err != nil {
-		return err
-	}
-	if _, err := retryDeadlock(ctx, func() (pgconn.CommandTag, error) {
-		return s.pool.Exec(ctx, setGroupLimitSQL, group, limit)
-	}); err != nil {
-		return opErr("set group limit", err)
-	}
-	s.hub.Broadcast()
-	return nil
-}
-
-// PruneGroups deletes up to limit rows of idle groups at the default limit
-// (nothing running, limit 1; a missing row means exactly that) and returns
-// how many it deleted. Rows other transactions hold are skipped, and it
-// never makes an enqueue or a claim wait. Limits set with SetGroupLimit
-// (other than 1) are kept. RunRescuer calls it now and then.
+// PruneGroups deletes up to limit rows of idle keys (nothing running, a
+// full bucket: what a missing row means) and returns how many it deleted.
+// Rows other transactions hold are skipped, and it never makes an enqueue
+// or a claim wait. Declared limits stay (readpast_limits): the claim that
+// creates a key's row again gives it the limit that governs it then.
+// RunRescuer calls it now and then.
 func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}

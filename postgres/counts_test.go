@@ -123,6 +123,10 @@ func TestCountsMigration(t *testing.T) {
 		"ALTER TABLE readpast_jobs_history DROP COLUMN tags, DROP COLUMN snoozes",
 		// Schema 8 (the group rows' announce trigger) goes too.
 		"DROP FUNCTION readpast_announce_groups CASCADE",
+		// Schema 11 (limits) goes too.
+		"DROP TABLE readpast_limits",
+		"DROP FUNCTION readpast_key_limit",
+		"ALTER TABLE readpast_groups DROP COLUMN limit_key, DROP COLUMN interval_us, DROP COLUMN burst, DROP COLUMN tat",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -68,8 +68,8 @@ func TestLateJobOfAFullGroupIsAnnounced(t *testing.T) {
 }
 
 // TestLateJobIsAnnouncedWhenTheLimitRises is the same window for
-// SetGroupLimit: it raises a full group's limit after a claim used up
-// the mark of a job its snapshot does not show.
+// SetGroupLimit (PutLimit): it raises a full group's limit after a claim
+// used up the mark of a job its snapshot does not show.
 func TestLateJobIsAnnouncedWhenTheLimitRises(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -78,7 +78,7 @@ func TestLateJobIsAnnouncedWhenTheLimitRises(t *testing.T) {
 	if head := mustClaim(t, s, "w", 1); len(head) != 1 {
 		t.Fatalf("claimed %d jobs, want G's one job", len(head))
 	}
-	setter := newStall(t, s, "set_group_limit.group_row")
+	setter := newStall(t, s, "limit.apply")
 	set := async(func() error { return setter.store.SetGroupLimit(ctx, "G", 2) })
 	setter.waitBlocked()
 

@@ -349,9 +349,10 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	}
 }
 
-// TestPruneGroups: rows of idle groups at the default limit are deleted,
-// by PruneGroups and by the rescuer loop; a limit that was set, and a
-// group that runs something, are kept; a pruned group works as before.
+// TestPruneGroups: rows of idle keys are deleted, by PruneGroups and by
+// the rescuer loop, whatever their limit; a key that runs something, and
+// one whose bucket is not full (a rate's starts still counting), are
+// kept; a pruned key works as before, with its declared limit.
 func TestPruneGroups(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -359,18 +360,21 @@ func TestPruneGroups(t *testing.T) {
 	if err := s.SetGroupLimit(ctx, "limited", 3); err != nil {
 		t.Fatal(err)
 	}
-	for _, g := range []string{"limited", "idle1", "idle2", "busy"} {
+	if _, err := s.PutLimit(ctx, readpast.Limit{Key: "paced", Rate: 1, Per: time.Hour, Burst: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"limited", "idle1", "idle2", "busy", "paced"} {
 		if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: g}, {Kind: "k", Group: g}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 100, Lease: time.Minute})
-	if err != nil || len(got) != 5 { // limited: 2, the others 1 each
+	if err != nil || len(got) != 7 { // limited and paced: 2, the others 1 each
 		t.Fatal(len(got), err)
 	}
 	var cs []readpast.Completion
 	for _, j := range got {
-		if *j.Group != "busy" {
+		if *j.Group != "busy" && *j.Group != "paced" {
 			cs = append(cs, readpast.Completion{ID: j.ID, Token: j.Token})
 		}
 	}
@@ -402,18 +406,21 @@ func TestPruneGroups(t *testing.T) {
 		}
 		return m
 	}
-	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 2 {
-		t.Fatalf("pruned %d, %v; want the 2 idle groups at the default limit", n, err)
+	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 3 {
+		t.Fatalf("pruned %d, %v; want the 3 idle keys", n, err)
 	}
-	if m := rowsOf(); len(m) != 2 || m["limited"] != 3 || m["busy"] != 1 {
-		t.Fatalf("rows left %v, want limited (3) and busy", m)
+	if m := rowsOf(); len(m) != 2 || m["paced"] == 0 || m["busy"] != 1 {
+		t.Fatalf("rows left %v, want paced and busy", m)
 	}
-	// A pruned group: its next job runs, one at a time as before.
-	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "idle1"}}); err != nil {
+	// A pruned key: its next jobs run under its limit as before.
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "idle1"},
+		{Kind: "k", Group: "limited"}, {Kind: "k", Group: "limited"}, {Kind: "k", Group: "limited"}, {Kind: "k", Group: "limited"}}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 100, Lease: time.Minute})
-	if err != nil || len(again) != 2 { // idle1: 1 of its 2; idle2: its second; busy: still running
+	// idle1: 1 of its 2; idle2: its second; limited: 3 of 4; busy: still
+	// running.
+	if err != nil || len(again) != 5 {
 		t.Fatalf("after pruning claimed %d: %v", len(again), err)
 	}
 	checkGroups(t, s)

@@ -48,7 +48,6 @@ var (
 	statsSQL           = mustStatement("stats")
 	pruneSQL           = mustStatement("prune")
 	pruneGroupsSQL     = mustStatement("prune_groups")
-	setGroupLimitSQL   = mustStatement("set_group_limit")
 	tokenStatesSQL     = mustStatement("token_states")
 	endClaimSessionSQL = mustStatement("end_claim_session")
 	pauseQueueSQL      = mustStatement("pause_queue")

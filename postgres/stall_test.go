@@ -691,22 +691,23 @@ func TestPruneNeverMakesAClaimWait(t *testing.T) {
 	checkGroups(t, s)
 }
 
-// TestSetGroupLimitNeverMakesAClaimWait: SetGroupLimit creates a group's
-// row and has not committed; a claim that finds the group through its
-// mark, with no row in its snapshot, would wait for that INSERT if it
-// inserted the key too. SetGroupLimit holds the key's lock, so the claim
-// passes the group over, and takes it with the new limit after.
+// TestSetGroupLimitNeverMakesAClaimWait: SetGroupLimit (PutLimit) holds
+// the limits' lock and has not committed; a claim that finds the group
+// through its mark, with no row in its snapshot, would create the row
+// with the limit it reads, which the change may be about to replace. It
+// cannot take the limits' lock, so it passes the group over, without
+// waiting, and takes it with the new limit after.
 func TestSetGroupLimitNeverMakesAClaimWait(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
 	groupJobs(t, s, "N", 3)
-	setter := newStall(t, s, "set_group_limit.end")
+	setter := newStall(t, s, "limit.put")
 	set := async(func() error { return setter.store.SetGroupLimit(ctx, "N", 2) })
-	setter.waitBlocked() // N's row inserted, not committed
-	got := claimWithin(t, "a claim while SetGroupLimit creates the group's row", time.Second, s, claimP("w", 10))
+	setter.waitBlocked() // the limits' lock held, the limit not yet written
+	got := claimWithin(t, "a claim while SetGroupLimit changes the limits", time.Second, s, claimP("w", 10))
 	if len(got) != 0 {
-		t.Errorf("the claim took %v of a group whose row another transaction is creating", got)
+		t.Errorf("the claim took %v of a group whose limit is changing", got)
 	}
 	setter.open()
 	within(t, "SetGroupLimit", 2*time.Second, set)

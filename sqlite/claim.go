@@ -50,10 +50,11 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	var (
 		out   []*readpast.Job
 		freed bool
+		next  time.Time
 	)
 	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
 		var err error
-		out, freed, err = claimIn(ctx, tx, p, queues, s.now(), token)
+		out, freed, next, err = claimIn(ctx, tx, p, queues, s.now(), token)
 		return err
 	})
 	if err != nil {
@@ -61,6 +62,9 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	}
 	if freed {
 		s.wake() // a group this claim looked at has more to give
+	}
+	if !next.IsZero() {
+		s.dueAt(time.Now(), next) // a key out of tokens can start a job then
 	}
 	return out, nil
 }
@@ -89,32 +93,36 @@ func claimOrder(a, b candidate) int {
 	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
 }
 
-// groupLook is what a claim saw of one group it found through a mark.
+// groupLook is what a claim saw of one group (key) it found through a
+// mark.
 type groupLook struct {
 	name  string
+	key   keyState    // its row, or the limit a row created now gets
 	free  int         // max_running - running, as the claim began
-	takes int         // how many of its heads it may take: free, capped at the claim's limit
-	heads []candidate // its first due jobs, takes of them, plus one when the cap is what stops it
+	takes int         // how many of its heads it may take: free, capped at its tokens and the claim's limit
+	heads []candidate // its first due jobs, takes of them, plus one when a cap is what stops it
 }
 
 // claimIn picks and takes the jobs of one claim inside tx. freed reports
-// whether a group it looked at still has a free slot and a job to give.
-func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, err error) {
+// whether a group it looked at still has a free slot and a job to give;
+// next is the earliest next start of a key it left out of tokens with a
+// job to give (zero if none).
+func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, next time.Time, err error) {
 	nowUS := micros(now)
 	if queues, err = openQueues(ctx, tx, queues); err != nil || len(queues) == 0 {
-		return nil, false, err
+		return nil, false, next, err
 	}
 	var cands []candidate
 	for _, q := range queues {
 		got, err := queryCandidates(ctx, tx, ungroupedSQL, q, nowUS, p.Limit)
 		if err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
 		cands = append(cands, got...)
 	}
-	looks, err := lookAtMarkedGroups(ctx, tx, queues, p.Limit, nowUS)
+	looks, err := lookAtMarkedGroups(ctx, tx, queues, p.Limit, now)
 	if err != nil {
-		return nil, false, err
+		return nil, false, next, err
 	}
 	for _, g := range looks {
 		for i, h := range g.heads {
@@ -139,60 +147,69 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 	if len(ids) > 0 {
 		rows, err := tx.QueryContext(ctx, claimUpdateSQL, idsJSON(ids), p.Worker, nowUS, micros(now.Add(p.Lease)), token)
 		if err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
 		for rows.Next() {
 			j, err := scanJob(rows)
 			if err != nil {
 				rows.Close()
-				return nil, false, err
+				return nil, false, next, err
 			}
 			jobs = append(jobs, j)
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
 		if len(jobs) != len(ids) {
-			return nil, false, fmt.Errorf("claimed %d of %d picked jobs", len(jobs), len(ids))
+			return nil, false, next, fmt.Errorf("claimed %d of %d picked jobs", len(jobs), len(ids))
 		}
 	}
-	if len(taken) > 0 {
-		js, err := countsJSON(taken)
-		if err != nil {
-			return nil, false, err
-		}
-		if _, err := tx.ExecContext(ctx, groupAddSQL, js); err != nil {
-			return nil, false, fmt.Errorf("take group slots: %w", err)
-		}
-	}
-	// Every group looked at is decided: its due marks are used up, and a
+	// Every group looked at is decided: the ones it took jobs of count
+	// them (and spend their tokens), its due marks are used up, and a
 	// group with a free slot left is marked again at its first job this
-	// claim did not take, in each queue.
+	// claim did not take, in each queue: at the job's run_at, or at the
+	// bucket's next start when its tokens ran out.
 	if len(looks) > 0 {
 		names := make([]string, len(looks))
 		var marks []candidate
 		for i, g := range looks {
 			names[i] = g.name
-			if g.free-taken[g.name] > 0 {
-				marks = append(marks, firstPerQueue(g.heads, picked)...)
+			b := g.key.bucket
+			if n := taken[g.name]; n > 0 {
+				if b, err = takeKey(ctx, tx, g.name, g.key, n, now); err != nil {
+					return nil, false, next, fmt.Errorf("take group slots: %w", err)
+				}
+			}
+			if g.free-taken[g.name] <= 0 {
+				continue
+			}
+			at := micros(b.NextStart(now))
+			for _, m := range firstPerQueue(g.heads, picked) {
+				if b.Interval > 0 && at > m.runAt {
+					m.runAt = at
+					if next.IsZero() || time.UnixMicro(at).Before(next) {
+						next = time.UnixMicro(at)
+					}
+				}
+				marks = append(marks, m)
 			}
 		}
 		js, err := json.Marshal(names)
 		if err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
 		if _, err := tx.ExecContext(ctx, dropDueMarksSQL, string(js), nowUS); err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
 		if err := insertMarks(ctx, tx, marks); err != nil {
-			return nil, false, err
+			return nil, false, next, err
 		}
-		freed = len(marks) > 0
+		freed = slices.ContainsFunc(marks, func(m candidate) bool { return m.runAt <= nowUS })
 	}
 	slices.SortFunc(jobs, func(a, b *readpast.Job) int {
 		return cmp.Or(cmp.Compare(a.Priority, b.Priority), a.RunAt.Compare(b.RunAt), cmp.Compare(a.ID, b.ID))
 	})
-	return jobs, freed, nil
+	return jobs, freed, next, nil
 }
 
 // openQueues returns the queues that are not paused, in order.
@@ -231,7 +248,8 @@ func openQueues(ctx context.Context, tx *sql.Tx, queues []string) ([]string, err
 
 // lookAtMarkedGroups finds the groups named by the first limit due marks
 // of each queue and reads, for each, its free slots and first due jobs.
-func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit int, nowUS int64) ([]groupLook, error) {
+func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit int, now time.Time) ([]groupLook, error) {
+	nowUS := micros(now)
 	var names []string
 	for _, q := range queues {
 		rows, err := tx.QueryContext(ctx, markedGroupsSQL, q, nowUS, limit)
@@ -254,11 +272,15 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 	}
 	looks := make([]groupLook, 0, len(names))
 	for _, name := range names {
-		free, err := groupFree(ctx, tx, name)
+		k, err := readKey(ctx, tx, name)
 		if err != nil {
 			return nil, err
 		}
-		g := groupLook{name: name, free: free, takes: max(0, min(free, limit))}
+		free := k.free()
+		g := groupLook{name: name, key: k, free: free, takes: max(0, min(free, limit))}
+		if tokens := k.bucket.Tokens(now); tokens >= 0 {
+			g.takes = min(g.takes, tokens)
+		}
 		fetch := g.takes
 		if free > g.takes {
 			fetch++

@@ -406,6 +406,12 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`DROP TABLE readpast_limits`,
+		`DROP INDEX readpast_groups_limit`,
+		`ALTER TABLE readpast_groups DROP COLUMN limit_key`,
+		`ALTER TABLE readpast_groups DROP COLUMN interval_us`,
+		`ALTER TABLE readpast_groups DROP COLUMN burst`,
+		`ALTER TABLE readpast_groups DROP COLUMN tat`,
 		`DROP TABLE readpast_job_tags`,
 		`ALTER TABLE readpast_jobs DROP COLUMN tags`,
 		`ALTER TABLE readpast_jobs DROP COLUMN snoozes`,

@@ -105,25 +105,6 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 	return len(claims), nil
 }
 
-// SetGroupLimit sets how many jobs of group may run at once.
-func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
-	if err := readpast.CheckGroupLimit(group, limit); err != nil {
-		return err
-	}
-	err := s.writeTx(ctx, "set group limit", func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit); err != nil {
-			return err
-		}
-		_, err := announceHeads(ctx, tx, []string{group}, micros(s.now()))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.wake() // a raised limit frees slots
-	return nil
-}
-
 // Prune deletes up to p.Limit history rows in p.State that finished before
 // p.Before and returns how many it deleted.
 func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) {

@@ -77,7 +77,8 @@ LIMIT ?3`
 WHERE queue = ?1 AND run_at <= ?2
 ORDER BY priority, run_at, job_id
 LIMIT ?3`
-	// groupFreeSQL reads a group's free slots; no row means 1.
+	// groupFreeSQL reads a group's free slots; no row means 1 (a row of
+	// a key a template governs is created by the claim that counts it).
 	groupFreeSQL = `SELECT max_running - running FROM readpast_groups WHERE group_key = ?1`
 	// groupHeadSQL lists the first ?3 due pending jobs of group ?1 across
 	// all queues: the only jobs of the group a claim may take.
@@ -106,10 +107,6 @@ SET state = 'running', attempt = attempt + 1, token = ?5,
     worker = ?2, started_at = ?3, lease_expires_at = ?4
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
 RETURNING ` + liveSelect
-	// groupAddSQL adds ?1 (JSON object group -> jobs claimed) to running.
-	groupAddSQL = `INSERT INTO readpast_groups (group_key, running)
-SELECT key, value FROM json_each(?1) WHERE true
-ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running`
 	// groupSubSQL takes ?1 (JSON object group -> jobs that stopped running)
 	// off running; groupForgetSQL then drops rows back at the defaults.
 	// Nothing clamps the count: taking off more than a group has running
@@ -119,10 +116,11 @@ ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running`
 	groupSubSQL = `UPDATE readpast_groups
 SET running = running - (SELECT d.value FROM json_each(?1) AS d WHERE d.key = readpast_groups.group_key)
 WHERE group_key IN (SELECT key FROM json_each(?1))`
+	// A row is forgotten once nothing runs and its bucket is full (tat
+	// past ?2): what a missing row means. Declared limits stay in
+	// readpast_limits; a claim that creates the row again resolves them.
 	groupForgetSQL = `DELETE FROM readpast_groups
-WHERE running = 0 AND max_running = 1 AND group_key IN (SELECT key FROM json_each(?1))`
-	setGroupLimitSQL = `INSERT INTO readpast_groups (group_key, max_running) VALUES (?1, ?2)
-ON CONFLICT (group_key) DO UPDATE SET max_running = excluded.max_running`
+WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND group_key IN (SELECT key FROM json_each(?1))`
 )
 
 // Worker writes. Each matches id, token and state = 'running'.

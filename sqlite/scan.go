@@ -188,14 +188,14 @@ func isEntryErr(err error) bool {
 // stopped running) and marks each group's next claimable jobs. It reports
 // whether it marked any.
 func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (bool, error) {
-	if err := releaseGroups(ctx, tx, freed); err != nil {
+	if err := releaseGroups(ctx, tx, freed, nowUS); err != nil {
 		return false, err
 	}
 	groups := slices.Sorted(maps.Keys(freed))
 	return announceHeads(ctx, tx, groups, nowUS)
 }
 
-func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error {
+func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) error {
 	if len(freed) == 0 {
 		return nil
 	}
@@ -212,7 +212,7 @@ func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int) error 
 	} else if n != int64(len(freed)) {
 		return fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
 	}
-	if _, err := tx.ExecContext(ctx, groupForgetSQL, js); err != nil {
+	if _, err := tx.ExecContext(ctx, groupForgetSQL, js, nowUS); err != nil {
 		return fmt.Errorf("free group slots: %w", err)
 	}
 	return nil

@@ -128,6 +128,13 @@ func Run(t *testing.T, h Harness) {
 		{"BulkRetry", testBulkRetry},
 		{"BulkDeleteAndDelete", testBulkDelete},
 		{"BulkFilterRequired", testBulkFilterRequired},
+		{"LimitsCRUD", testLimitsCRUD},
+		{"LimitTemplates", testLimitTemplates},
+		{"RateLimit", testRateLimit},
+		{"RateRefills", testRateRefills},
+		{"RetrySpendsAToken", testRetrySpendsAToken},
+		{"TakeTokens", testTakeTokens},
+		{"RateLimitsUnderStress", testRateLimitsUnderStress},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -28,6 +28,8 @@ type Input struct {
 	Final map[int64]Final
 	// Limits are the groups' limits; a group not named has limit 1.
 	Limits map[string]int
+	// Rates are the keys' (groups') rates; a key not named has none.
+	Rates map[string]Rate
 	// DBNow is the database's clock when Final was read (for jobs left
 	// running); zero means time.Now().
 	DBNow time.Time
@@ -36,7 +38,7 @@ type Input struct {
 	Grace time.Duration
 }
 
-// Report is what Check found. The first six counts must be zero.
+// Report is what Check found. The first seven counts must be zero.
 type Report struct {
 	Enqueued  int // jobs whose enqueue was acknowledged
 	Completed int // of those, succeeded in the database
@@ -47,6 +49,7 @@ type Report struct {
 	Duplicated    int // jobs with accepted completions under two tokens
 	Overlapping   int // jobs claimed, or run, again while a valid lease held them
 	GroupOver     int // claims that took a group past its limit
+	RateOver      int // windows in which a key started more jobs than its rate allows
 	Stuck         int // jobs running past their lease plus the grace
 	StaleAccepted int // writes accepted with a token no longer current
 
@@ -64,13 +67,13 @@ type Report struct {
 // OK reports whether the history shows no violation.
 func (r *Report) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Overlapping == 0 && r.GroupOver == 0 &&
-		r.Stuck == 0 && r.StaleAccepted == 0
+		r.RateOver == 0 && r.Stuck == 0 && r.StaleAccepted == 0
 }
 
 // Summary is the report in one line.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d stuck=%d stale_accepted=%d (failed=%d pending=%d claims=%d reran=%d redone=%d stale_refused=%d unknown=%d)",
-		r.Enqueued, r.Completed, r.Lost, r.Duplicated, r.Overlapping, r.GroupOver, r.Stuck, r.StaleAccepted,
+	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d rate_over=%d stuck=%d stale_accepted=%d (failed=%d pending=%d claims=%d reran=%d redone=%d stale_refused=%d unknown=%d)",
+		r.Enqueued, r.Completed, r.Lost, r.Duplicated, r.Overlapping, r.GroupOver, r.RateOver, r.Stuck, r.StaleAccepted,
 		r.Failed, r.Pending, r.Claims, r.Reran, r.Redone, r.StaleRefused, r.Unknown)
 }
 
@@ -361,6 +364,8 @@ func Check(in Input) Report {
 		}
 	}
 
+	r.checkRates(in.Rates, claims)
+
 	// Every acknowledged job against the database.
 	for id := range acked {
 		r.Enqueued++
@@ -455,4 +460,50 @@ func Spread(ds map[string]time.Duration) string {
 	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
 	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	return strings.Join([]string{r(v[0]), r(v[len(v)/2]), r(v[len(v)-1])}, "/")
+}
+
+// Rate is a key's rate as Check judges it: at most Window/Interval + Burst
+// starts (claims) in any window of Window (one second if zero), plus one
+// for the clocks' rounding.
+type Rate struct {
+	Interval time.Duration
+	Burst    int
+	Window   time.Duration
+}
+
+// checkRates counts, for every key with a rate and every window that
+// starts at a claim's invocation, the claims certainly made within it
+// (invoked at or after its start, returned by its end), and reports the
+// windows with more than the rate allows.
+func (r *Report) checkRates(rates map[string]Rate, claims map[pairKey]*claimRec) {
+	perKey := map[string][]*claimRec{}
+	for _, c := range claims {
+		if _, ok := rates[c.Group]; ok {
+			perKey[c.Group] = append(perKey[c.Group], c)
+		}
+	}
+	for key, cs := range perKey {
+		rate := rates[key]
+		w := rate.Window
+		if w == 0 {
+			w = time.Second
+		}
+		most := int(w/rate.Interval) + rate.Burst + 1
+		sort.Slice(cs, func(i, j int) bool { return cs[i].Inv < cs[j].Inv })
+		for i, c := range cs {
+			end, n := c.Inv+int64(w), 0
+			for _, d := range cs[i:] {
+				if d.Inv > end {
+					break
+				}
+				if d.Ret <= end {
+					n++
+				}
+			}
+			if n > most {
+				r.RateOver++
+				r.problem("key %s: %d claims within %s from %s (rate allows %d)", key, n, w, stamp(c.Inv), most)
+			}
+		}
+	}
 }

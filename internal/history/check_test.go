@@ -147,6 +147,38 @@ func TestGroupOverLimit(t *testing.T) {
 	}
 }
 
+// TestRateOver: starts certainly made within one window count against
+// the key's rate; starts whose calls straddle the window's end do not.
+func TestRateOver(t *testing.T) {
+	b := &h{}
+	final := map[int64]Final{}
+	// 4 claims of key r within 900 ms, then one 2 s later.
+	for i, inv := range []int{0, 300, 600, 900, 3000} {
+		id := int64(i + 1)
+		tok := string(rune('a' + i))
+		b.enqueue(id, "r").claim("A", id, tok, "r", inv, inv+5, 1000).write(OpComplete, "A", id, tok, inv+10, inv+11, OutOK)
+		final[id] = succeeded(tok)
+	}
+	check := func(rate Rate) Report {
+		r := Check(Input{Events: b.evs, Final: final, Limits: map[string]int{"r": 10}, Rates: map[string]Rate{"r": rate}, DBNow: Time(at(100000))})
+		for _, p := range r.Problems {
+			t.Log(p)
+		}
+		return r
+	}
+	// 1 a second, burst 1: at most 1 + 1 + 1 = 3 in a second; 4 happened.
+	if r := check(Rate{Interval: time.Second, Burst: 1}); r.RateOver != 1 || r.OK() {
+		t.Fatalf("rate 1/s burst 1: %s", r.Summary())
+	}
+	if r := check(Rate{Interval: time.Second, Burst: 2}); !r.OK() {
+		t.Fatalf("rate 1/s burst 2: %s", r.Summary())
+	}
+	// Over a 5 s window, 2/s burst 1 allows 12.
+	if r := check(Rate{Interval: 500 * time.Millisecond, Burst: 1, Window: 5 * time.Second}); !r.OK() {
+		t.Fatalf("5 s window: %s", r.Summary())
+	}
+}
+
 // TestWriteSentByAKilledProcess: a completion sent just before its
 // process was killed may have landed; the group slot may be free from
 // the moment it was sent, not only when the lease ends.

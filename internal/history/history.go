@@ -1,8 +1,9 @@
 // Package history records what workers and producers did to a readpast
 // store, in files that several processes write, and checks the merged
 // record against the queue's promises: no acknowledged job lost, none
-// finished twice, no job held twice under a valid lease, no group over its
-// limit, no job left running past its lease, no stale write accepted.
+// finished twice, no job held twice under a valid lease, no key (group)
+// over its concurrency or its rate, no job left running past its lease,
+// no stale write accepted.
 //
 // Every process appends its events to a file of its own (Log), one JSON
 // object a line, written with one write(2) each, so a process killed with

@@ -16,14 +16,22 @@
 --   migrations/002_ready_marks.sql), locked SKIP LOCKED so concurrent
 --   claims walk disjoint marks. Full and idle groups have no marks, so
 --   they cost nothing here.
--- locked: the rows of the groups those marks name, locked SKIP LOCKED,
---   with their newest running and max_running.
--- new_groups: marked groups that have no row in this snapshot (a missing
---   row means running 0, limit 1). This claim creates their rows, under a
---   try-lock on the key that every transaction inserting or deleting a
---   group row takes, so two of them never insert one key at once (the
---   second INSERT would wait for the first). The CASE takes the try-lock
---   only for keys without a row.
+-- locked: the rows of the groups (keys) those marks name, locked SKIP
+--   LOCKED, with their newest running count and limit: max_running, and
+--   the rate as interval_us (0: none), burst and tat (the bucket's
+--   theoretical arrival time; docs/design/flow-control.md).
+-- new_keys / new_groups: marked keys that have no row in this snapshot.
+--   This claim creates their rows, under a try-lock on the key that every
+--   transaction inserting or deleting a key's row takes, so two of them
+--   never insert one key at once (the second INSERT would wait for the
+--   first). The CASE takes the try-lock only for keys without a row.
+--   readpast_key_limit (migrations/0011) gives each the limit that
+--   governs it, read under the limits' lock, taken shared and without
+--   waiting, with a snapshot of its own: a key whose limit is being
+--   changed is passed over.
+-- decided: per key held, how many jobs it gives (takes): its free slots,
+--   the tokens its bucket has at the claim's time (claim_time, the time
+--   the jobs record as started_at), and $3, whichever is least.
 -- heads: per decided group, its first due pending jobs across all queues
 --   (a group is one ordered stream), as many as it has free slots, plus
 --   one to mark when this claim's own limit is what stops it.
@@ -31,9 +39,10 @@
 --   and run-at are re-checked on the newest row version, so a head claimed,
 --   finished or rescheduled since the snapshot is left alone.
 -- picked: the first $3 of both kinds in claim order.
--- created / bumped: the group rows count their newly running jobs. A key
---   created by another transaction since the snapshot conflicts, nothing is
---   inserted, and that group's jobs are not claimed.
+-- created / bumped: the key rows count their newly running jobs and, with
+--   a rate, move tat on by one interval a start. A key created by another
+--   transaction since the snapshot conflicts, nothing is inserted, and
+--   that key's jobs are not claimed.
 -- held: the groups whose rows this claim holds (locked or created).
 -- claimed (fragments/claim_jobs.sql): the picked jobs, ungrouped or of a
 --   group this claim holds, become running.
@@ -41,8 +50,12 @@
 --   is used up (not only the walked ones, so a full group's backlog of
 --   marks does not clog the front of the claim order), and each such group
 --   with a free slot left is marked again at its first job this claim did
---   not take, per queue. Marks of jobs not yet due stay: nobody else would
---   mark those jobs when they come due.
+--   not take, per queue (left_heads): at the job's run_at, or at the
+--   bucket's next start when its tokens ran out (paced), so a key out of
+--   tokens costs no claim anything until then; wake announces that time
+--   ("due:", as for jobs enqueued for later) so that every process's
+--   claimers wake for it. Marks of jobs not yet due stay: nobody else
+--   would mark those jobs when they come due.
 --
 -- When no group of $1 is ready, the claim routine sends
 -- claim_ungrouped.sql instead: this statement's ungrouped branch alone.
@@ -73,13 +86,13 @@ marked AS (
     SELECT DISTINCT group_key FROM marks WHERE readpast_stall('claim.group_rows', group_key)
 ),
 locked AS (
-    SELECT group_key, running, max_running
+    SELECT group_key, running, max_running, interval_us, burst, tat
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR UPDATE SKIP LOCKED
 ),
-new_groups AS (
-    SELECT group_key, 0 AS running, 1 AS max_running
+new_keys AS (
+    SELECT group_key
     FROM marked m
     WHERE CASE WHEN m.group_key <> ALL (ARRAY(
                    SELECT group_key FROM readpast_groups
@@ -87,9 +100,25 @@ new_groups AS (
           THEN pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
           ELSE false END
 ),
+new_groups AS (
+    SELECT n.group_key, 0 AS running, k.max_running, k.interval_us, k.burst,
+           NULL::timestamptz AS tat, k.limit_key
+    FROM new_keys n
+    CROSS JOIN LATERAL readpast_key_limit(n.group_key) k
+    WHERE k.ok
+),
 decided AS (
-    SELECT group_key, max_running - running AS free, least(greatest(max_running - running, 0), $3) AS takes
-    FROM (SELECT * FROM locked UNION ALL SELECT * FROM new_groups) g
+    SELECT g.group_key, g.max_running - g.running AS free,
+           least(greatest(g.max_running - g.running, 0), $3,
+                 CASE WHEN g.interval_us = 0 THEN $3
+                 ELSE greatest(floor((g.burst * g.interval_us
+                         - greatest(extract(epoch FROM g.tat - t.at) * 1000000, 0)) / g.interval_us), 0)::bigint
+                 END) AS takes,
+           g.interval_us, g.burst, greatest(g.tat, t.at) AS base
+    FROM (SELECT group_key, running, max_running, interval_us, burst, tat FROM locked
+          UNION ALL
+          SELECT group_key, running, max_running, interval_us, burst, tat FROM new_groups) g
+    CROSS JOIN claim_time t
 ),
 heads AS (
     SELECT h.id, h.queue, h.priority, h.run_at, d.group_key, h.rn <= d.takes AS claimable
@@ -120,17 +149,22 @@ counts AS (
     SELECT group_key, count(*)::int AS n FROM picked WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 created AS (
-    INSERT INTO readpast_groups (group_key, running)
-    SELECT n.group_key, coalesce(c.n, 0)
-    FROM new_groups n LEFT JOIN counts c USING (group_key)
+    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, limit_key, tat)
+    SELECT n.group_key, coalesce(c.n, 0), n.max_running, n.interval_us, n.burst, n.limit_key,
+           CASE WHEN n.interval_us > 0
+           THEN t.at + coalesce(c.n, 0) * n.interval_us * interval '1 microsecond' END
+    FROM new_groups n LEFT JOIN counts c USING (group_key) CROSS JOIN claim_time t
     ORDER BY n.group_key
     ON CONFLICT (group_key) DO NOTHING
     RETURNING group_key
 ),
 bumped AS (
     UPDATE readpast_groups g
-    SET running = g.running + c.n
-    FROM counts c
+    SET running = g.running + c.n,
+        tat = CASE WHEN g.interval_us > 0
+              THEN greatest(g.tat, t.at) + c.n * g.interval_us * interval '1 microsecond'
+              ELSE g.tat END
+    FROM counts c, claim_time t
     WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM counts))
       AND g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
 ),
@@ -146,12 +180,31 @@ used_marks AS (
           AND run_at + interval '0' <= now()
         FOR UPDATE SKIP LOCKED))
 ),
+paced AS (
+    SELECT d.group_key,
+           CASE WHEN d.interval_us > 0
+           THEN d.base + (coalesce(c.n, 0) - d.burst + 1) * d.interval_us * interval '1 microsecond'
+           END AS next_start
+    FROM decided d LEFT JOIN counts c USING (group_key)
+),
+left_heads AS (
+    SELECT h.queue, h.priority, greatest(h.run_at, p.next_start) AS run_at, h.id, h.group_key,
+           p.next_start > h.run_at AS throttled
+    FROM heads h JOIN paced p USING (group_key)
+    WHERE h.group_key IN (SELECT group_key FROM held)
+      AND h.id <> ALL (ARRAY(SELECT id FROM picked))
+),
+wake AS (
+    SELECT pg_notify('readpast', 'due:' || (extract(epoch FROM min(run_at)) * 1000000)::bigint)
+    FROM left_heads
+    WHERE throttled
+    HAVING count(*) > 0
+),
 announced AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
     SELECT DISTINCT ON (h.group_key, h.queue) h.queue, h.priority, h.run_at, h.id, h.group_key
-    FROM heads h
-    WHERE h.group_key IN (SELECT group_key FROM held)
-      AND h.id <> ALL (ARRAY(SELECT id FROM picked))
+    FROM left_heads h
+    WHERE (SELECT count(*) FROM wake) >= 0
     ORDER BY h.group_key, h.queue, h.priority, h.run_at, h.id
 )
 {{template "claim_result"}};

@@ -1,0 +1,86 @@
+package storekit
+
+import (
+	"time"
+
+	"github.com/readpast/readpast"
+)
+
+// A Bucket is a key's rate as its row stores it: the time between two
+// starts (Interval, 0 for no rate), how many may start at once (Burst),
+// and the theoretical arrival time (TAT: when the last start taken would
+// have come had starts come exactly at the rate; zero or past means a
+// full bucket). It is a generic cell rate algorithm: no refill job, one
+// timestamp a key.
+type Bucket struct {
+	Interval time.Duration
+	Burst    int
+	TAT      time.Time
+}
+
+// base is when the bucket's next start would come at the rate: TAT, or
+// now if that is later.
+func (b Bucket) base(now time.Time) time.Time {
+	if b.TAT.After(now) {
+		return b.TAT
+	}
+	return now
+}
+
+// Tokens is how many starts the bucket allows at now (-1 without a rate).
+func (b Bucket) Tokens(now time.Time) int {
+	if b.Interval <= 0 {
+		return -1
+	}
+	room := time.Duration(b.Burst)*b.Interval - b.base(now).Sub(now)
+	if room < 0 {
+		return 0
+	}
+	return int(room / b.Interval)
+}
+
+// NextStart is when the bucket next allows a start: zero when it does at
+// now or has no rate.
+func (b Bucket) NextStart(now time.Time) time.Time {
+	if b.Interval <= 0 || b.Tokens(now) > 0 {
+		return time.Time{}
+	}
+	return b.base(now).Add(-time.Duration(b.Burst-1) * b.Interval)
+}
+
+// Take takes n starts at now when the bucket has them, and reports
+// whether it did; when it did not, at is the earliest time it could.
+func (b *Bucket) Take(now time.Time, n int) (ok bool, at time.Time) {
+	if b.Interval <= 0 {
+		return true, time.Time{}
+	}
+	base := b.base(now)
+	at = base.Add(time.Duration(n-b.Burst) * b.Interval)
+	if at.After(now) {
+		return false, at
+	}
+	b.TAT = base.Add(time.Duration(n) * b.Interval)
+	return true, time.Time{}
+}
+
+// KeyState is a key's state from its row's columns at now.
+func KeyState(now time.Time, key, limitKey string, running, maxRunning int, b Bucket) readpast.KeyState {
+	s := readpast.KeyState{Key: key, Limit: limitKey, Running: running, Concurrency: maxRunning,
+		Tokens: b.Tokens(now), NextStart: b.NextStart(now)}
+	if maxRunning >= UnboundedRunning {
+		s.Concurrency = 0
+	}
+	return s
+}
+
+// UnboundedRunning is the max_running a key's row stores for a limit of
+// concurrency 0 (no bound).
+const UnboundedRunning = 2147483647
+
+// MaxRunning is the max_running a key's row stores for concurrency c.
+func MaxRunning(c int) int {
+	if c == 0 {
+		return UnboundedRunning
+	}
+	return c
+}
