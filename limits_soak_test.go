@@ -122,11 +122,15 @@ func TestLimitsSoak(t *testing.T) {
 	defer mu.Unlock()
 	var worst float64 = 1e9
 	var starts, windows int
+	var longest time.Duration // between two starts of a key
 	for k := range keys {
 		key := fmt.Sprint("k:", k)
 		rs := runs[key]
 		slices.SortFunc(rs, func(a, b run) int { return a.start.Compare(b.start) })
 		starts += len(rs)
+		for i := 1; i < len(rs); i++ {
+			longest = max(longest, rs[i].start.Sub(rs[i-1].start))
+		}
 		// The rate, exactly, on the database's clock.
 		for i := range rs {
 			for j := i + burst; j < len(rs); j++ {
@@ -183,6 +187,6 @@ func TestLimitsSoak(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d keys at %d/s (burst %d, concurrency %d), %d clients x %d workers, %s: %d starts, 0 over the rate, 0 over the concurrency; the lowest window (%d windows) achieved %.1f%% of its rate",
-		keys, rate, burst, conc, clients, workers, d, starts, windows, 100*worst)
+	t.Logf("%d keys at %d/s (burst %d, concurrency %d), %d clients x %d workers, %s: %d starts, 0 over the rate, 0 over the concurrency; the lowest window (%d windows) achieved %.1f%% of its rate; the longest pause between two starts of a key was %s (tokens are lost past %s)",
+		keys, rate, burst, conc, clients, workers, d, starts, windows, 100*worst, longest.Round(time.Millisecond), time.Duration(burst)*interval)
 }

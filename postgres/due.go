@@ -148,9 +148,19 @@ func (s *Store) heardDue(payload string) bool {
 	}
 	now := time.Now()
 	for f := range strings.SplitSeq(list, ",") {
-		if us, err := strconv.ParseInt(f, 10, 64); err == nil {
-			s.dueAt(now, time.UnixMicro(us), false)
+		us, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			continue
 		}
+		t := time.UnixMicro(us)
+		if t.Sub(now) <= dueSoon {
+			// Soon or past: a claim announces the next start of a key it
+			// left out of tokens, which no write wakes anybody for, and
+			// the NOTIFY may come after it.
+			s.due.At(t)
+			continue
+		}
+		s.dueAt(now, t, false)
 	}
 	return true
 }

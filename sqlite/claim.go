@@ -50,7 +50,7 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	var (
 		out   []*readpast.Job
 		freed bool
-		next  time.Time
+		next  []time.Time
 	)
 	err = s.writeTx(ctx, "claim", func(tx *sql.Tx) error {
 		var err error
@@ -63,8 +63,9 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if freed {
 		s.wake() // a group this claim looked at has more to give
 	}
-	if !next.IsZero() {
-		s.dueAt(time.Now(), next) // a key out of tokens can start a job then
+	now := time.Now()
+	for _, t := range next {
+		s.dueAt(now, t) // a key out of tokens can start a job then
 	}
 	return out, nil
 }
@@ -105,9 +106,9 @@ type groupLook struct {
 
 // claimIn picks and takes the jobs of one claim inside tx. freed reports
 // whether a group it looked at still has a free slot and a job to give;
-// next is the earliest next start of a key it left out of tokens with a
-// job to give (zero if none).
-func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, next time.Time, err error) {
+// next holds the next starts of the keys it left out of tokens with a job
+// to give.
+func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, next []time.Time, err error) {
 	nowUS := micros(now)
 	if queues, err = openQueues(ctx, tx, queues); err != nil || len(queues) == 0 {
 		return nil, false, next, err
@@ -187,9 +188,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 			for _, m := range firstPerQueue(g.heads, picked) {
 				if b.Interval > 0 && at > m.runAt {
 					m.runAt = at
-					if next.IsZero() || time.UnixMicro(at).Before(next) {
-						next = time.UnixMicro(at)
-					}
+					next = append(next, time.UnixMicro(at))
 				}
 				marks = append(marks, m)
 			}

@@ -52,10 +52,10 @@
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue (left_heads): at the job's run_at, or at the
 --   bucket's next start when its tokens ran out (paced), so a key out of
---   tokens costs no claim anything until then; wake announces that time
---   ("due:", as for jobs enqueued for later) so that every process's
---   claimers wake for it. Marks of jobs not yet due stay: nobody else
---   would mark those jobs when they come due.
+--   tokens costs no claim anything until then; wake announces those times
+--   (the earliest 256, "due:" as for jobs enqueued for later) so that
+--   every process's claimers wake for each. Marks of jobs not yet due
+--   stay: nobody else would mark those jobs when they come due.
 --
 -- When no group of $1 is ready, the claim routine sends
 -- claim_ungrouped.sql instead: this statement's ungrouped branch alone.
@@ -195,9 +195,14 @@ left_heads AS (
       AND h.id <> ALL (ARRAY(SELECT id FROM picked))
 ),
 wake AS (
-    SELECT pg_notify('readpast', 'due:' || (extract(epoch FROM min(run_at)) * 1000000)::bigint)
-    FROM left_heads
-    WHERE throttled
+    SELECT pg_notify('readpast', 'due:' || string_agg(t::text, ',' ORDER BY t))
+    FROM (
+        SELECT DISTINCT (extract(epoch FROM run_at) * 1000000)::bigint AS t
+        FROM left_heads
+        WHERE throttled
+        ORDER BY t
+        LIMIT 256
+    ) w
     HAVING count(*) > 0
 ),
 announced AS (
