@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/storekit"
@@ -21,6 +22,7 @@ import (
 var (
 	limitLockSQL      = mustStatement("limit_lock")
 	putLimitSQL       = mustStatement("put_limit")
+	setGroupLimitSQL  = mustStatement("set_group_limit")
 	deleteLimitSQL    = mustStatement("delete_limit")
 	applyLimitSQL     = mustStatement("apply_limit")
 	markKeysSQL       = mustStatement("mark_keys")
@@ -52,15 +54,10 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
 	}
-	l := readpast.Limit{Key: group}
-	if cur, err := s.GetLimit(ctx, group); err == nil {
-		l = cur.Limit
-	} else if !errors.Is(err, readpast.ErrLimitNotFound) {
+	return s.changeLimits(ctx, "set group limit", group, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, setGroupLimitSQL, group, limit)
 		return err
-	}
-	l.Concurrency = limit
-	_, err := s.PutLimit(ctx, l)
-	return err
+	})
 }
 
 // DeleteLimit deletes the limit declared for key and gives the keys it
@@ -81,29 +78,50 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // changeLimits runs change under the limits' lock, then gives every key
 // row that key (a key or a template) may govern its limit, and marks
 // those whose limit changed, each in a statement of its own.
+//
+// While it holds the limits' lock, claims create no key row, for any key:
+// so it waits for no lock longer than limitLockWait at a time (a row held
+// by a caller's open transaction, a TakeTokens waiting on one). Past
+// that, it rolls back, lets the lock go for as long again, and starts over
+// (the change is the same upsert or delete), for as long as ctx lasts.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pgx.Tx) error) error {
 	var changed []string
-	_, err := retryDeadlock(ctx, func() (struct{}, error) {
-		changed = changed[:0]
-		return struct{}{}, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, limitLockSQL); err != nil {
+	attempt := func() error {
+		_, err := retryDeadlock(ctx, func() (struct{}, error) {
+			changed = changed[:0]
+			return struct{}{}, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, limitLockWaitSQL); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, limitLockSQL); err != nil {
+					return err
+				}
+				if err := change(tx); err != nil {
+					return err
+				}
+				rows, err := tx.Query(ctx, applyLimitSQL, key)
+				if err != nil {
+					return err
+				}
+				changed, err = pgx.CollectRows(rows, pgx.RowTo[string])
+				if err != nil || len(changed) == 0 {
+					return err
+				}
+				_, err = tx.Exec(ctx, markKeysSQL, changed)
 				return err
-			}
-			if err := change(tx); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, applyLimitSQL, key)
-			if err != nil {
-				return err
-			}
-			changed, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil || len(changed) == 0 {
-				return err
-			}
-			_, err = tx.Exec(ctx, markKeysSQL, changed)
-			return err
+			})
 		})
-	})
+		return err
+	}
+	err := attempt()
+	for lockWaitedOut(err) {
+		select {
+		case <-ctx.Done():
+			return opErr(op, fmt.Errorf("%w (its rows stayed held by other transactions)", ctx.Err()))
+		case <-time.After(limitLockWait):
+		}
+		err = attempt()
+	}
 	if errors.Is(err, readpast.ErrLimitNotFound) {
 		return err
 	}
@@ -114,6 +132,20 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 		s.hub.Broadcast()
 	}
 	return nil
+}
+
+// limitLockWait bounds each wait of a limit change for a lock, and is how
+// long it lets the limits' lock go before it tries again.
+const limitLockWait = 100 * time.Millisecond
+
+// limitLockWaitSQL sets that bound for the change's transaction.
+const limitLockWaitSQL = "SET LOCAL lock_timeout = '100ms'"
+
+// lockWaitedOut reports whether err is PostgreSQL's lock_timeout
+// (lock_not_available).
+func lockWaitedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // GetLimit returns the limit declared for key with its keys' states.

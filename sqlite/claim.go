@@ -294,16 +294,6 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 	return looks, nil
 }
 
-// groupFree returns max_running - running of group g (1 without a row).
-func groupFree(ctx context.Context, tx *sql.Tx, g string) (int, error) {
-	var free int
-	err := tx.QueryRowContext(ctx, groupFreeSQL, g).Scan(&free)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 1, nil
-	}
-	return free, err
-}
-
 // queryCandidates runs a statement returning (id, queue, priority, run_at,
 // group_key) rows, with args.
 func queryCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]candidate, error) {
@@ -371,22 +361,34 @@ func markJobs(ctx context.Context, tx *sql.Tx, ids []int64) error {
 // announceHeads marks the next claimable jobs of the groups that just had
 // slots freed (or a limit raised): for each such group with a free slot,
 // among its first free (at most 64) due jobs across all queues, the first
-// one in each queue. It reports whether it marked anything.
+// one in each queue; at the key's next start when it is out of tokens
+// (the claim that spent them set an alarm for it). It reports whether it
+// marked anything due now.
 func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, nowUS int64) (bool, error) {
 	var marks []candidate
+	now := time.UnixMicro(nowUS)
+	due := false
 	for _, g := range groups {
-		free, err := groupFree(ctx, tx, g)
-		if err != nil || free <= 0 {
-			if err != nil {
-				return false, err
-			}
+		k, err := readKey(ctx, tx, g)
+		if err != nil {
+			return false, err
+		}
+		free := k.free()
+		if free <= 0 {
 			continue
 		}
 		heads, err := queryCandidates(ctx, tx, groupHeadSQL, g, nowUS, min(free, 64))
 		if err != nil {
 			return false, err
 		}
-		marks = append(marks, firstPerQueue(heads, nil)...)
+		next := k.bucket.NextStart(now)
+		for _, m := range firstPerQueue(heads, nil) {
+			if !next.IsZero() {
+				m.runAt = max(m.runAt, micros(next))
+			}
+			due = due || m.runAt <= nowUS
+			marks = append(marks, m)
+		}
 	}
-	return len(marks) > 0, insertMarks(ctx, tx, marks)
+	return due, insertMarks(ctx, tx, marks)
 }

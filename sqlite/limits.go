@@ -37,6 +37,8 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
     per_us = excluded.per_us, burst = excluded.burst, interval_us = excluded.interval_us,
     updated_at = excluded.updated_at`
+	setGroupLimitSQL = `INSERT INTO readpast_limits (key, concurrency, updated_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, updated_at = excluded.updated_at`
 	limitExistsSQL  = `SELECT count(*) FROM readpast_limits WHERE key = ?1`
 	deleteLimitSQL  = `DELETE FROM readpast_limits WHERE key = ?1`
 	governedKeysSQL = `SELECT group_key FROM readpast_groups
@@ -151,20 +153,15 @@ func (s *Store) PutLimit(ctx context.Context, l readpast.Limit) (bool, error) {
 }
 
 // SetGroupLimit declares group's own limit with concurrency limit,
-// keeping a rate it has.
+// keeping a rate it has, in one write transaction.
 func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
 	}
-	l := readpast.Limit{Key: group}
-	if cur, err := s.GetLimit(ctx, group); err == nil {
-		l = cur.Limit
-	} else if !errors.Is(err, readpast.ErrLimitNotFound) {
+	return s.changeLimits(ctx, "set group limit", group, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit, micros(s.now()))
 		return err
-	}
-	l.Concurrency = limit
-	_, err := s.PutLimit(ctx, l)
-	return err
+	})
 }
 
 // DeleteLimit deletes the limit declared for key and gives the keys it

@@ -77,9 +77,6 @@ LIMIT ?3`
 WHERE queue = ?1 AND run_at <= ?2
 ORDER BY priority, run_at, job_id
 LIMIT ?3`
-	// groupFreeSQL reads a group's free slots; no row means 1 (a row of
-	// a key a template governs is created by the claim that counts it).
-	groupFreeSQL = `SELECT max_running - running FROM readpast_groups WHERE group_key = ?1`
 	// groupHeadSQL lists the first ?3 due pending jobs of group ?1 across
 	// all queues: the only jobs of the group a claim may take.
 	groupHeadSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs

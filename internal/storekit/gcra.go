@@ -18,48 +18,56 @@ type Bucket struct {
 	TAT      time.Time
 }
 
-// base is when the bucket's next start would come at the rate: TAT, or
-// now if that is later.
-func (b Bucket) base(now time.Time) time.Time {
-	if b.TAT.After(now) {
-		return b.TAT
+// The arithmetic is in microseconds, as the PostgreSQL claim's: a burst
+// of a million starts a day apart spans 8.64e16 µs, past what a
+// time.Duration (nanoseconds) holds.
+
+// us returns the interval and the bucket's base (when its next start
+// would come at the rate: TAT, or now if that is later) in microseconds,
+// and now in Unix microseconds.
+func (b Bucket) us(now time.Time) (iv, base, nowUS int64) {
+	iv, nowUS = b.Interval.Microseconds(), now.UnixMicro()
+	base = nowUS
+	if !b.TAT.IsZero() {
+		base = max(base, b.TAT.UnixMicro())
 	}
-	return now
+	return iv, base, nowUS
 }
 
 // Tokens is how many starts the bucket allows at now (-1 without a rate).
 func (b Bucket) Tokens(now time.Time) int {
-	if b.Interval <= 0 {
+	iv, base, nowUS := b.us(now)
+	if iv <= 0 {
 		return -1
 	}
-	room := time.Duration(b.Burst)*b.Interval - b.base(now).Sub(now)
+	room := int64(b.Burst)*iv - (base - nowUS)
 	if room < 0 {
 		return 0
 	}
-	return int(room / b.Interval)
+	return int(room / iv)
 }
 
 // NextStart is when the bucket next allows a start: zero when it does at
 // now or has no rate.
 func (b Bucket) NextStart(now time.Time) time.Time {
-	if b.Interval <= 0 || b.Tokens(now) > 0 {
+	iv, base, _ := b.us(now)
+	if iv <= 0 || b.Tokens(now) > 0 {
 		return time.Time{}
 	}
-	return b.base(now).Add(-time.Duration(b.Burst-1) * b.Interval)
+	return time.UnixMicro(base - int64(b.Burst-1)*iv)
 }
 
 // Take takes n starts at now when the bucket has them, and reports
 // whether it did; when it did not, at is the earliest time it could.
 func (b *Bucket) Take(now time.Time, n int) (ok bool, at time.Time) {
-	if b.Interval <= 0 {
+	iv, base, nowUS := b.us(now)
+	if iv <= 0 {
 		return true, time.Time{}
 	}
-	base := b.base(now)
-	at = base.Add(time.Duration(n-b.Burst) * b.Interval)
-	if at.After(now) {
-		return false, at
+	if atUS := base + int64(n-b.Burst)*iv; atUS > nowUS {
+		return false, time.UnixMicro(atUS)
 	}
-	b.TAT = base.Add(time.Duration(n) * b.Interval)
+	b.TAT = time.UnixMicro(base + int64(n)*iv)
 	return true, time.Time{}
 }
 

@@ -51,3 +51,19 @@ func TestBucket(t *testing.T) {
 		t.Fatal("a bucket without a rate limits something")
 	}
 }
+
+// TestBucketOfAMillionADay: a burst of a million at one start a day spans
+// 8.64e16 µs, past what nanoseconds hold: the bucket is full, not empty.
+func TestBucketOfAMillionADay(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := Bucket{Interval: 24 * time.Hour, Burst: 1_000_000}
+	if n := b.Tokens(now); n != 1_000_000 {
+		t.Fatalf("tokens %d, want a million", n)
+	}
+	if ok, _ := b.Take(now, 999_999); !ok {
+		t.Fatal("refused")
+	}
+	if ok, at := b.Take(now, 2); ok || !at.Equal(now.Add(24*time.Hour)) {
+		t.Fatalf("take 2 of the 1 left = %v, %s; want refused until a day later", ok, at)
+	}
+}

@@ -82,3 +82,48 @@ BEGIN
     END IF;
 END
 $$;
+
+-- 4. The announce trigger of 0008 marks a key whose free slots went up at
+--    its first free due jobs; a key out of tokens is marked at its next
+--    start instead (tat - (burst - 1) intervals), so that a completion
+--    does not send claims to a key that cannot start anything yet. Its
+--    next start was announced by the claim that spent its tokens.
+CREATE OR REPLACE FUNCTION readpast_announce_groups() RETURNS trigger
+    LANGUAGE plpgsql VOLATILE
+    SET enable_seqscan = off
+    SET jit = off
+    AS $$
+DECLARE
+    due timestamptz := clock_timestamp();
+BEGIN
+    IF NOT EXISTS (SELECT FROM new_rows) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
+    SELECT DISTINCT ON (f.group_key, j.queue) j.queue, j.priority,
+           CASE WHEN f.interval_us > 0
+                THEN greatest(j.run_at, f.tat - (f.burst - 1) * f.interval_us * interval '1 microsecond')
+                ELSE j.run_at END,
+           j.id, f.group_key
+    FROM (
+        SELECT group_key, max(free) FILTER (WHERE after) AS free,
+               max(interval_us) FILTER (WHERE after) AS interval_us,
+               max(burst) FILTER (WHERE after) AS burst,
+               max(tat) FILTER (WHERE after) AS tat
+        FROM (SELECT group_key, max_running - running AS free, interval_us, burst, tat, false AS after FROM old_rows
+              UNION ALL
+              SELECT group_key, max_running - running, interval_us, burst, tat, true FROM new_rows) r
+        GROUP BY group_key
+        HAVING max(free) FILTER (WHERE after) > 0
+           AND max(free) FILTER (WHERE after) > max(free) FILTER (WHERE NOT after)
+    ) f
+    CROSS JOIN LATERAL (
+        SELECT id, queue, priority, run_at
+        FROM readpast_jobs
+        WHERE group_key = f.group_key AND state = 'pending' AND run_at <= due
+        ORDER BY priority, run_at, id
+        LIMIT least(f.free, 64)
+    ) j
+    ORDER BY f.group_key, j.queue, j.priority, j.run_at, j.id;
+    RETURN NULL;
+END $$;

@@ -1,10 +1,20 @@
--- The earliest times at which pending jobs become due, read when a
--- store's listener (re)connects: announcements of jobs enqueued for later
--- that were sent while it was not listening were missed, and the store
--- sets its alarms from these instead (postgres/due.go). It reads the live
--- table's pending jobs (a top-N sort; no index orders all queues by
--- run_at) and locks nothing.
+-- The earliest times at which pending jobs become due, or keys out of
+-- tokens can start one, read when a store's listener (re)connects:
+-- announcements sent while it was not listening were missed (of jobs
+-- enqueued for later, and of the next starts of keys a claim left out of
+-- tokens, which only their ready marks hold), and the store sets its
+-- alarms from these instead (postgres/due.go). It reads the live table's
+-- pending jobs (a top-N sort; no index orders all queues by run_at) and
+-- the marks not yet due, and locks nothing.
 SELECT DISTINCT run_at
-FROM (SELECT run_at FROM readpast_jobs
-      WHERE state = 'pending' AND run_at > now()
-      ORDER BY run_at LIMIT $1) j;
+FROM (
+    (SELECT run_at FROM readpast_jobs
+     WHERE state = 'pending' AND run_at > now()
+     ORDER BY run_at LIMIT $1)
+    UNION ALL
+    (SELECT run_at FROM readpast_group_ready
+     WHERE run_at > now()
+     ORDER BY run_at LIMIT $1)
+) t
+ORDER BY run_at
+LIMIT $1;
