@@ -55,13 +55,15 @@ const (
 // Template reports whether the limit is a template ("prefix*").
 func (l Limit) Template() bool { return strings.HasSuffix(l.Key, "*") }
 
-// Interval is the time between two starts the rate allows (Per/Rate), 0
-// without a rate.
+// Interval is the time between two starts the rate allows (Per/Rate,
+// rounded up to a whole microsecond, the stores' unit: never faster than
+// declared), 0 without a rate.
 func (l Limit) Interval() time.Duration {
-	if l.Rate == 0 {
+	if l.Rate <= 0 {
 		return 0
 	}
-	return l.Per / time.Duration(l.Rate)
+	us := (l.Per.Nanoseconds() + int64(l.Rate)*1000 - 1) / (int64(l.Rate) * 1000)
+	return time.Duration(us) * time.Microsecond
 }
 
 // Normalize fills defaults into l and checks every field.
@@ -90,7 +92,7 @@ func (l Limit) Normalize() (Limit, error) {
 	if l.Per < 0 || l.Per > MaxPer {
 		return l, invalid("per", "must be between 1µs and %s", MaxPer)
 	}
-	if l.Interval() < MinRateInterval {
+	if l.Per.Microseconds() < int64(l.Rate) { // Per/Rate under MinRateInterval
 		return l, invalid("rate", "allows more than one start a microsecond (per/rate must be at least 1µs)")
 	}
 	if l.Burst == 0 {

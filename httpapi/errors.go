@@ -32,7 +32,8 @@ const (
 	// CodeHostNotAllowed: authentication is off and the Host header names
 	// neither a loopback host nor an allowed one (HTTP 403).
 	CodeHostNotAllowed = "host_not_allowed"
-	// CodeNotFound: no such job, or no such route (HTTP 404).
+	// CodeNotFound: no such job, schedule or limit, or no such route (HTTP
+	// 404); the message says which.
 	CodeNotFound = "not_found"
 	// CodeMethodNotAllowed: the route exists for other methods (HTTP 405).
 	CodeMethodNotAllowed = "method_not_allowed"
@@ -111,6 +112,8 @@ func (s *server) storeError(err error) *apiError {
 		return fromFieldError(fe, nil)
 	case errors.Is(err, readpast.ErrScheduleNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "schedule not found"}
+	case errors.Is(err, readpast.ErrLimitNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "limit not found"}
 	case errors.Is(err, readpast.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "job not found"}
 	case errors.Is(err, readpast.ErrStaleToken):

@@ -278,6 +278,11 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/readyz", ``},
 		{"DELETE", "/v1/jobs/1", ``},
 		{"GET", "/v1/jobs/%00", ``},
+		{"PUT", "/v1/limits/customer:*", `{"concurrency":5,"rate":10,"per_seconds":1,"burst":20}`},
+		{"GET", "/v1/limits/customer:%2A", ``},
+		{"GET", "/v1/limits", ``},
+		{"POST", "/v1/limits/customer:1/tokens", `{"n":2}`},
+		{"DELETE", "/v1/limits/a%2Fb", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))

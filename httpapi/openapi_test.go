@@ -46,7 +46,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			t.Errorf("openapi.json lacks %s %s", method, path)
 		}
 		// The handler answers the route (not with "no such route").
-		if _, pattern := s.mux.Handler(mustRequest(t, method, strings.NewReplacer("{id}", "1", "{name}", "n").Replace(path))); pattern != rt.pattern {
+		if _, pattern := s.mux.Handler(mustRequest(t, method, strings.NewReplacer("{id}", "1", "{name}", "n", "{key}", "k").Replace(path))); pattern != rt.pattern {
 			t.Errorf("mux routes %s %s to %q", method, path, pattern)
 		}
 	}

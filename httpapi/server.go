@@ -237,6 +237,11 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "DELETE /v1/schedules/{name}", handler: s.deleteSchedule},
 		{pattern: "POST /v1/schedules/{name}/pause", handler: s.pauseSchedule},
 		{pattern: "POST /v1/schedules/{name}/resume", handler: s.resumeSchedule},
+		{pattern: "GET /v1/limits", handler: s.listLimits},
+		{pattern: "GET /v1/limits/{key}", handler: s.getLimit},
+		{pattern: "PUT /v1/limits/{key}", handler: s.putLimit},
+		{pattern: "DELETE /v1/limits/{key}", handler: s.deleteLimit},
+		{pattern: "POST /v1/limits/{key}/tokens", handler: s.takeTokens},
 	}
 	if cfg.Registry != nil {
 		prom := promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{ErrorLog: slogPromLogger{s.log}})

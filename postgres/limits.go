@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/storekit"
@@ -25,6 +24,7 @@ var (
 	setGroupLimitSQL  = mustStatement("set_group_limit")
 	deleteLimitSQL    = mustStatement("delete_limit")
 	applyLimitSQL     = mustStatement("apply_limit")
+	applyLimitSkipSQL = mustStatementWith("apply_limit", "skip")
 	markKeysSQL       = mustStatement("mark_keys")
 	getLimitsSQL      = mustStatement("get_limits")
 	limitKeysSQL      = mustStatement("limit_keys")
@@ -75,52 +75,45 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 	})
 }
 
-// changeLimits runs change under the limits' lock, then gives every key
-// row that key (a key or a template) may govern its limit, and marks
-// those whose limit changed, each in a statement of its own.
-//
-// While it holds the limits' lock, claims create no key row, for any key:
-// so it waits for no lock longer than limitLockWait at a time (a row held
-// by a caller's open transaction, a TakeTokens waiting on one). Past
-// that, it rolls back, lets the lock go for as long again, and starts over
-// (the change is the same upsert or delete), for as long as ctx lasts.
+// changeLimits runs change under the limits' lock, gives every key row
+// that key (a key or a template) may govern its limit, passing over the
+// rows other transactions hold, and marks those whose limit changed; then,
+// the lock let go, gives the rows it passed over their limit, waiting for
+// them. While the lock is held, claims create no key row for any key, so
+// it is held only for statements that wait for no row. A row that exists
+// needs no lock to be given its limit: the limit is committed, and a row
+// pruned meanwhile is created again with it.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pgx.Tx) error) error {
 	var changed []string
-	attempt := func() error {
+	apply := func(stmt string, locked bool, change func(pgx.Tx) error) error {
 		_, err := retryDeadlock(ctx, func() (struct{}, error) {
-			changed = changed[:0]
-			return struct{}{}, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, limitLockWaitSQL); err != nil {
-					return err
+			return struct{}{}, pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+				if locked {
+					if _, err := tx.Exec(ctx, limitLockSQL); err != nil {
+						return err
+					}
+					if err := change(tx); err != nil {
+						return err
+					}
 				}
-				if _, err := tx.Exec(ctx, limitLockSQL); err != nil {
-					return err
-				}
-				if err := change(tx); err != nil {
-					return err
-				}
-				rows, err := tx.Query(ctx, applyLimitSQL, key)
+				rows, err := tx.Query(ctx, stmt, key)
 				if err != nil {
 					return err
 				}
-				changed, err = pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil || len(changed) == 0 {
+				keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+				if err != nil || len(keys) == 0 {
 					return err
 				}
-				_, err = tx.Exec(ctx, markKeysSQL, changed)
+				changed = append(changed, keys...)
+				_, err = tx.Exec(ctx, markKeysSQL, keys)
 				return err
 			})
 		})
 		return err
 	}
-	err := attempt()
-	for lockWaitedOut(err) {
-		select {
-		case <-ctx.Done():
-			return opErr(op, fmt.Errorf("%w (its rows stayed held by other transactions)", ctx.Err()))
-		case <-time.After(limitLockWait):
-		}
-		err = attempt()
+	err := apply(applyLimitSkipSQL, true, change)
+	if err == nil {
+		err = apply(applyLimitSQL, false, nil)
 	}
 	if errors.Is(err, readpast.ErrLimitNotFound) {
 		return err
@@ -134,19 +127,12 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 	return nil
 }
 
-// limitLockWait bounds each wait of a limit change for a lock, and is how
-// long it lets the limits' lock go before it tries again.
-const limitLockWait = 100 * time.Millisecond
-
-// limitLockWaitSQL sets that bound for the change's transaction.
-const limitLockWaitSQL = "SET LOCAL lock_timeout = '100ms'"
-
-// lockWaitedOut reports whether err is PostgreSQL's lock_timeout
-// (lock_not_available).
-func lockWaitedOut(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
-}
+// readCommitted is the isolation of limit changes and TakeTokens,
+// whatever the sessions' default: each of their statements must read
+// what committed before it began (the rows claims created while the
+// change waited for the limits' lock; the limits readpast_key_limit
+// reads after taking it).
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // GetLimit returns the limit declared for key with its keys' states.
 func (s *Store) GetLimit(ctx context.Context, key string) (*readpast.LimitInfo, error) {
@@ -239,17 +225,35 @@ func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.Tok
 		burst    int
 		interval int64
 	)
-	_, err := retryDeadlock(ctx, func() (struct{}, error) {
-		return struct{}{}, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, takeTokensLockSQL, key); err != nil {
+	// The key's row is created, if missing, in a transaction of its own
+	// (under the limits' lock, shared): the take then waits for the row
+	// without holding that lock, which a limit change needs. A row pruned
+	// in between (nothing running, a full bucket) is created again.
+	var err error
+	for found := false; !found && err == nil; {
+		_, err = retryDeadlock(ctx, func() (struct{}, error) {
+			return struct{}{}, pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, takeTokensLockSQL, key); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, takeTokensRowSQL, key)
 				return err
-			}
-			if _, err := tx.Exec(ctx, takeTokensRowSQL, key); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, takeTokensSQL, key, n).Scan(&g.Granted, &retry, &burst, &interval)
+			})
 		})
-	})
+		if err != nil {
+			break
+		}
+		_, err = retryDeadlock(ctx, func() (struct{}, error) {
+			return struct{}{}, pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+				err := tx.QueryRow(ctx, takeTokensSQL, key, n).Scan(&g.Granted, &retry, &burst, &interval)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil
+				}
+				found = err == nil
+				return err
+			})
+		})
+	}
 	if err != nil {
 		return g, opErr("take tokens", err)
 	}

@@ -109,6 +109,7 @@ type groupLook struct {
 // next holds the next starts of the keys it left out of tokens with a job
 // to give.
 func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []string, now time.Time, token string) (jobs []*readpast.Job, freed bool, next []time.Time, err error) {
+	now = atMicros(now) // the jobs' started_at, and the buckets' clock
 	nowUS := micros(now)
 	if queues, err = openQueues(ctx, tx, queues); err != nil || len(queues) == 0 {
 		return nil, false, next, err
@@ -269,12 +270,13 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 			return nil, err
 		}
 	}
+	keys, err := readKeys(ctx, tx, names)
+	if err != nil {
+		return nil, err
+	}
 	looks := make([]groupLook, 0, len(names))
-	for _, name := range names {
-		k, err := readKey(ctx, tx, name)
-		if err != nil {
-			return nil, err
-		}
+	for i, name := range names {
+		k := keys[i]
 		free := k.free()
 		g := groupLook{name: name, key: k, free: free, takes: max(0, min(free, limit))}
 		if tokens := k.bucket.Tokens(now); tokens >= 0 {
@@ -359,21 +361,29 @@ func markJobs(ctx context.Context, tx *sql.Tx, ids []int64) error {
 }
 
 // announceHeads marks the next claimable jobs of the groups that just had
-// slots freed (or a limit raised): for each such group with a free slot,
+// slots freed (or a limit changed): for each such group with a free slot,
 // among its first free (at most 64) due jobs across all queues, the first
-// one in each queue; at the key's next start when it is out of tokens
-// (the claim that spent them set an alarm for it). It reports whether it
+// one in each queue. A group's free slots are known[group] when given
+// (the rows releaseGroups just deleted: nothing running, a full bucket),
+// else read from its row, or for a missing row those of the limit that
+// governs the key. A key out of tokens is marked at its next start (the
+// claim that spent them set an alarm for it). It reports whether it
 // marked anything due now.
-func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, nowUS int64) (bool, error) {
+func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[string]int, nowUS int64) (bool, error) {
 	var marks []candidate
 	now := time.UnixMicro(nowUS)
 	due := false
 	for _, g := range groups {
-		k, err := readKey(ctx, tx, g)
-		if err != nil {
-			return false, err
+		free, ok := known[g]
+		var next time.Time
+		if !ok {
+			k, err := readKey(ctx, tx, g)
+			if err != nil {
+				return false, err
+			}
+			free = k.free()
+			next = k.bucket.NextStart(now)
 		}
-		free := k.free()
 		if free <= 0 {
 			continue
 		}
@@ -381,7 +391,6 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, nowUS int64
 		if err != nil {
 			return false, err
 		}
-		next := k.bucket.NextStart(now)
 		for _, m := range firstPerQueue(heads, nil) {
 			if !next.IsZero() {
 				m.runAt = max(m.runAt, micros(next))

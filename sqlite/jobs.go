@@ -208,7 +208,7 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) (freed boo
 	}
 	// A pending job left its group's stream: the only mark leading to the
 	// group may have been its own, in a queue no claimer reads (paused).
-	return announceHeads(ctx, tx, []string{group.String}, nowUS)
+	return announceHeads(ctx, tx, []string{group.String}, nil, nowUS)
 }
 
 // historyErr is ErrInvalidState when job id is finished, else ErrNotFound.

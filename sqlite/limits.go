@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/readpast/readpast"
@@ -12,55 +14,26 @@ import (
 )
 
 // Limits per key (docs/design/flow-control.md), as on PostgreSQL: a key's
-// row in readpast_groups carries the limit that governs it and its
-// bucket; declared limits live in readpast_limits. Writers are
+// row in readpast_groups carries the limit that governs it and its bucket
+// (storekit.Bucket); declared limits live in readpast_limits. Writers are
 // serialized, so every write transaction reads the newest rows and no
-// window opens between a read and a write.
-
-const (
-	// keyRowSQL reads key ?1's row.
-	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, tat
-FROM readpast_groups WHERE group_key = ?1`
-	// resolveLimitSQL finds the limit that governs key ?1: its own, else
-	// the longest template it matches.
-	resolveLimitSQL = `SELECT key, concurrency, interval_us, burst FROM readpast_limits
-WHERE key = ?1 OR (substr(key, -1) = '*' AND substr(?1, 1, length(key) - 1) = substr(key, 1, length(key) - 1))
-ORDER BY key = ?1 DESC, length(key) DESC
-LIMIT 1`
-	// keyTakeSQL counts ?2 newly running jobs of key ?1, creating its row
-	// with the limit ?3..?6 when it has none, and sets its tat to ?7.
-	keyTakeSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat`
-	putLimitSQL = `INSERT INTO readpast_limits (key, concurrency, rate, per_us, burst, interval_us, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-    per_us = excluded.per_us, burst = excluded.burst, interval_us = excluded.interval_us,
-    updated_at = excluded.updated_at`
-	setGroupLimitSQL = `INSERT INTO readpast_limits (key, concurrency, updated_at) VALUES (?1, ?2, ?3)
-ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, updated_at = excluded.updated_at`
-	limitExistsSQL  = `SELECT count(*) FROM readpast_limits WHERE key = ?1`
-	deleteLimitSQL  = `DELETE FROM readpast_limits WHERE key = ?1`
-	governedKeysSQL = `SELECT group_key FROM readpast_groups
-WHERE group_key = ?1 OR (substr(?1, -1) = '*' AND substr(group_key, 1, length(?1) - 1) = substr(?1, 1, length(?1) - 1))
-ORDER BY group_key`
-	setKeyLimitSQL = `UPDATE readpast_groups SET limit_key = ?2, max_running = ?3, interval_us = ?4, burst = ?5
-WHERE group_key = ?1`
-	listLimitsSQL = `SELECT key, concurrency, rate, per_us, burst FROM readpast_limits
-WHERE ?1 IS NULL OR key = ?1 ORDER BY key`
-	limitKeysSQL = `SELECT group_key, running, max_running, interval_us, burst, tat FROM readpast_groups
-WHERE limit_key = ?1 ORDER BY group_key LIMIT ?2`
-	setTatSQL = `UPDATE readpast_groups SET tat = ?2 WHERE group_key = ?1`
-)
+// window opens between a read and a write: a claim reads a key's row, or
+// resolves the limit a missing row gets, and writes its count and bucket
+// in the same transaction, on the time it records as the jobs' started_at.
 
 // keyLimit is the limit that governs a key, as its row carries it.
 type keyLimit struct {
-	limitKey   sql.NullString
-	maxRunning int
+	limitKey   sql.NullString // the declared key or template; NULL: the default
+	maxRunning int            // storekit.UnboundedRunning for no bound
 	bucket     storekit.Bucket
 }
 
-// keyState is a key's row, or what a missing row stands for.
+// defaultLimit governs a key no declared limit matches: one job at a
+// time, no rate.
+var defaultLimit = keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}}
+
+// keyState is a key's row, or what a missing row stands for: nothing
+// running, a full bucket, and the limit that governs the key now.
 type keyState struct {
 	exists  bool
 	running int
@@ -70,84 +43,159 @@ type keyState struct {
 // free is how many more of the key's jobs may run now.
 func (k keyState) free() int { return k.maxRunning - k.running }
 
-// readKey reads key's row in tx, or resolves the limit a row created now
-// would get.
-func readKey(ctx context.Context, tx *sql.Tx, key string) (keyState, error) {
-	var (
-		k   keyState
-		iv  int64
-		tat sql.NullInt64
-	)
-	err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &k.bucket.Burst, &tat)
-	if errors.Is(err, sql.ErrNoRows) {
-		l, err := resolveLimit(ctx, tx, key)
-		return keyState{keyLimit: l}, err
-	}
-	if err != nil {
-		return k, err
-	}
-	k.exists = true
-	k.bucket.Interval = time.Duration(iv) * time.Microsecond
+// atMicros is t truncated to the microsecond, as the store records times:
+// the bucket of a claim is kept on the very time its jobs record as
+// started_at.
+func atMicros(t time.Time) time.Time { return fromMicros(micros(t)) }
+
+// bucketOf is the bucket of a key row's columns.
+func bucketOf(intervalUS int64, burst int, tat sql.NullInt64) storekit.Bucket {
+	b := storekit.Bucket{Interval: time.Duration(intervalUS) * time.Microsecond, Burst: burst}
 	if tat.Valid {
-		k.bucket.TAT = time.UnixMicro(tat.Int64)
+		b.TAT = fromMicros(tat.Int64)
 	}
-	return k, nil
+	return b
 }
 
-// resolveLimit finds the limit that governs key: its own, the longest
-// template it matches, or the default (one at a time, no rate).
-func resolveLimit(ctx context.Context, tx *sql.Tx, key string) (keyLimit, error) {
-	var (
-		l           keyLimit
-		concurrency int
-		iv          int64
-	)
-	err := tx.QueryRowContext(ctx, resolveLimitSQL, key).Scan(&l.limitKey, &concurrency, &iv, &l.bucket.Burst)
-	if errors.Is(err, sql.ErrNoRows) {
-		return keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}}, nil
+// readKeys reads the rows of keys in tx and, for the keys that have none,
+// resolves the limits a row created now would get, all in one statement.
+func readKeys(ctx context.Context, tx *sql.Tx, keys []string) ([]keyState, error) {
+	out := make([]keyState, len(keys))
+	var missing []string
+	for i, key := range keys {
+		var (
+			k     = &out[i]
+			iv    int64
+			burst int
+			tat   sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &tat)
+		if errors.Is(err, sql.ErrNoRows) {
+			missing = append(missing, key)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		k.exists = true
+		k.bucket = bucketOf(iv, burst, tat)
 	}
-	l.maxRunning = storekit.MaxRunning(concurrency)
-	l.bucket.Interval = time.Duration(iv) * time.Microsecond
-	return l, err
+	if len(missing) == 0 {
+		return out, nil
+	}
+	ls, err := resolveLimits(ctx, tx, missing)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if !out[i].exists {
+			out[i].keyLimit = ls[keys[i]]
+		}
+	}
+	return out, nil
 }
 
-// takeKey counts n jobs of key k started at now: the row (created if
-// missing, with its limit) counts them running, and its bucket gives n
-// tokens. It returns the bucket after.
+// readKey is readKeys of one key.
+func readKey(ctx context.Context, tx *sql.Tx, key string) (keyState, error) {
+	ks, err := readKeys(ctx, tx, []string{key})
+	if err != nil {
+		return keyState{}, err
+	}
+	return ks[0], nil
+}
+
+// resolveLimits finds the limit that governs each of keys: its own, else
+// the longest template it matches (readpast.MatchLimit), else the
+// default. It reads every template and the keys' own limits in one
+// statement: templates are few, and a key's candidates (its prefixes)
+// would cost a lookup each.
+func resolveLimits(ctx context.Context, tx *sql.Tx, keys []string) (map[string]keyLimit, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	js, err := json.Marshal(keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, resolveLimitsSQL, string(js))
+	if err != nil {
+		return nil, err
+	}
+	declared := map[string]keyLimit{}
+	var limits []readpast.Limit
+	for rows.Next() {
+		var (
+			key         string
+			concurrency int
+			iv          int64
+			burst       int
+		)
+		if err := rows.Scan(&key, &concurrency, &iv, &burst); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		declared[key] = keyLimit{
+			limitKey:   sql.NullString{String: key, Valid: true},
+			maxRunning: storekit.MaxRunning(concurrency),
+			bucket:     storekit.Bucket{Interval: time.Duration(iv) * time.Microsecond, Burst: burst},
+		}
+		limits = append(limits, readpast.Limit{Key: key})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	out := make(map[string]keyLimit, len(keys))
+	for _, key := range keys {
+		out[key] = defaultLimit
+		if l, ok := readpast.MatchLimit(limits, key); ok {
+			out[key] = declared[l.Key]
+		}
+	}
+	return out, nil
+}
+
+// takeKey counts n jobs of key k started at now: its row (created if
+// missing, with k's limit) counts them running, and its bucket gives n
+// tokens, which the claim made sure it has. It returns the bucket after.
 func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now time.Time) (storekit.Bucket, error) {
 	b := k.bucket
-	if n > 0 {
-		b.Take(now, n)
+	if ok, _ := b.Take(now, n); !ok {
+		return b, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
 	}
-	_, err := tx.ExecContext(ctx, keyTakeSQL, key, n, k.maxRunning, k.limitKey, b.Interval.Microseconds(), max(b.Burst, 1), tatValue(b))
-	return b, err
+	return b, saveKey(ctx, tx, key, k, n, b)
 }
 
-// tatValue is the tat column of bucket b.
+// saveKey adds n to key's running count and stores bucket b's tat,
+// creating its row with k's limit when it has none.
+func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b storekit.Bucket) error {
+	_, err := tx.ExecContext(ctx, keySaveSQL, key, n, k.maxRunning, k.limitKey,
+		b.Interval.Microseconds(), b.Burst, tatValue(b))
+	return err
+}
+
+// tatValue is the tat column of bucket b: NULL for a full bucket's zero.
 func tatValue(b storekit.Bucket) any {
-	if b.Interval <= 0 || b.TAT.IsZero() {
+	if b.TAT.IsZero() {
 		return nil
 	}
 	return micros(b.TAT)
 }
 
-// PutLimit declares the limit of l.Key and applies it to the keys it
-// governs.
+// PutLimit declares the limit of l.Key (a key or a template) and applies
+// it to the keys it governs, in one write transaction.
 func (s *Store) PutLimit(ctx context.Context, l readpast.Limit) (bool, error) {
 	l, err := l.Normalize()
 	if err != nil {
 		return false, err
 	}
 	var created bool
-	err = s.changeLimits(ctx, "put limit", l.Key, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, limitExistsSQL, l.Key).Scan(&n); err != nil {
+	err = s.changeLimits(ctx, "put limit", l.Key, func(tx *sql.Tx, now time.Time) error {
+		_, found, err := declaredLimit(ctx, tx, l.Key)
+		if err != nil {
 			return err
 		}
-		created = n == 0
-		_, err := tx.ExecContext(ctx, putLimitSQL, l.Key, l.Concurrency, l.Rate, l.Per.Microseconds(),
-			max(l.Burst, 1), l.Interval().Microseconds(), micros(s.now()))
-		return err
+		created = !found
+		return putLimit(ctx, tx, l, now)
 	})
 	return created, err
 }
@@ -158,10 +206,27 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
 	}
-	return s.changeLimits(ctx, "set group limit", group, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, setGroupLimitSQL, group, limit, micros(s.now()))
+	if err := readpast.CheckLimitKey(group); err != nil {
 		return err
+	}
+	return s.changeLimits(ctx, "set group limit", group, func(tx *sql.Tx, now time.Time) error {
+		l, _, err := declaredLimit(ctx, tx, group)
+		if err != nil {
+			return err
+		}
+		l.Key, l.Concurrency = group, limit
+		if l, err = l.Normalize(); err != nil {
+			return err
+		}
+		return putLimit(ctx, tx, l, now)
 	})
+}
+
+// putLimit writes the declared limit l (normalized).
+func putLimit(ctx context.Context, tx *sql.Tx, l readpast.Limit, now time.Time) error {
+	_, err := tx.ExecContext(ctx, putLimitSQL, l.Key, l.Concurrency, l.Rate, l.Per.Microseconds(),
+		max(l.Burst, 1), l.Interval().Microseconds(), micros(now))
+	return err
 }
 
 // DeleteLimit deletes the limit declared for key and gives the keys it
@@ -170,98 +235,143 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 	if err := readpast.CheckLimitKey(key); err != nil {
 		return err
 	}
-	return s.changeLimits(ctx, "delete limit", key, func(tx *sql.Tx) error {
+	return s.changeLimits(ctx, "delete limit", key, func(tx *sql.Tx, _ time.Time) error {
 		r, err := tx.ExecContext(ctx, deleteLimitSQL, key)
 		if err != nil {
 			return err
 		}
-		if n, err := r.RowsAffected(); err != nil || n == 0 {
-			return cmpErr(err, readpast.ErrLimitNotFound)
+		n, err := r.RowsAffected()
+		if err == nil && n == 0 {
+			return readpast.ErrLimitNotFound
 		}
-		return nil
-	})
-}
-
-// cmpErr is err, or fallback when err is nil.
-func cmpErr(err, fallback error) error {
-	if err != nil {
 		return err
-	}
-	return fallback
+	})
 }
 
 // changeLimits runs change, then gives every key row that key (a key or
 // a template) may govern the limit that governs it now, and marks the
-// keys whose limit changed at their first due jobs, in one write
-// transaction.
-func (s *Store) changeLimits(ctx context.Context, op, key string, change func(*sql.Tx) error) error {
-	var changed bool
+// keys whose limit changed at their first due jobs, so that a raised
+// limit or burst is used at once: all in one write transaction. A row's
+// running count and tat stay: a lowered limit preempts nothing.
+func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx *sql.Tx, now time.Time) error) error {
+	var changed []string
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
-		changed = false
-		if err := change(tx); err != nil {
+		changed = nil
+		now := s.now()
+		if err := change(tx, now); err != nil {
 			return err
 		}
-		keys, err := queryStrings(ctx, tx, governedKeysSQL, key)
+		keys, curs, err := governedKeys(ctx, tx, key)
 		if err != nil {
 			return err
 		}
-		var marks []string
-		for _, k := range keys {
-			cur, err := readKey(ctx, tx, k)
-			if err != nil {
-				return err
-			}
-			l, err := resolveLimit(ctx, tx, k)
-			if err != nil {
-				return err
-			}
+		ls, err := resolveLimits(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
+		for i, k := range keys {
+			cur, l := curs[i], ls[k]
 			if l.limitKey == cur.limitKey && l.maxRunning == cur.maxRunning &&
 				l.bucket.Interval == cur.bucket.Interval && l.bucket.Burst == cur.bucket.Burst {
 				continue
 			}
+			cur.bucket.TAT = cur.bucket.Rescaled(now, l.bucket.Interval)
 			if _, err := tx.ExecContext(ctx, setKeyLimitSQL, k, l.limitKey, l.maxRunning,
-				l.bucket.Interval.Microseconds(), l.bucket.Burst); err != nil {
+				l.bucket.Interval.Microseconds(), l.bucket.Burst, tatValue(cur.bucket)); err != nil {
 				return err
 			}
-			marks = append(marks, k)
+			changed = append(changed, k)
 		}
-		changed = len(marks) > 0
-		_, err = announceHeads(ctx, tx, marks, micros(s.now()))
+		_, err = announceHeads(ctx, tx, changed, nil, micros(now))
 		return err
 	})
+	if errors.Is(err, readpast.ErrLimitNotFound) {
+		return readpast.ErrLimitNotFound
+	}
 	if err != nil {
 		return err
 	}
-	if changed {
-		s.wake()
+	if len(changed) > 0 {
+		s.wake() // a raised limit or burst gives slots or tokens now
 	}
 	return nil
 }
 
-// queryStrings runs a query returning one text column.
-func queryStrings(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+// governedKeys lists the key rows that key may govern, with the limits
+// they carry: its own, or, for a template, every row whose key starts
+// with its prefix (byte for byte, as readpast.MatchLimit matches), in key
+// order. Rows are read from the prefix on by primary key and the walk
+// stops at the first row past it.
+func governedKeys(ctx context.Context, tx *sql.Tx, key string) ([]string, []keyLimit, error) {
+	prefix, template := strings.CutSuffix(key, "*")
+	if !template {
+		prefix = key
+	}
+	rows, err := tx.QueryContext(ctx, keysFromSQL, prefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
+	var (
+		keys   []string
+		limits []keyLimit
+	)
 	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
+		var (
+			k     string
+			l     keyLimit
+			iv    int64
+			burst int
+			tat   sql.NullInt64
+		)
+		if err := rows.Scan(&k, &l.limitKey, &l.maxRunning, &iv, &burst, &tat); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, v)
+		if !strings.HasPrefix(k, prefix) || !template && k != key {
+			break
+		}
+		l.bucket = bucketOf(iv, burst, tat)
+		keys, limits = append(keys, k), append(limits, l)
 	}
-	return out, errors.Join(rows.Err(), rows.Close())
+	return keys, limits, errors.Join(rows.Err(), rows.Close())
 }
 
-// GetLimit returns the limit declared for key with its keys' states.
+// declaredLimit reads the limit declared for key, and whether there is
+// one.
+func declaredLimit(ctx context.Context, q querier, key string) (readpast.Limit, bool, error) {
+	l, err := scanLimit(q.QueryRowContext(ctx, getLimitSQL, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return readpast.Limit{}, false, nil
+	}
+	return l, err == nil, err
+}
+
+// scanLimit reads a declared limit (key, concurrency, rate, per_us,
+// burst) as it was put: per and burst only with a rate.
+func scanLimit(r rowScanner) (readpast.Limit, error) {
+	var (
+		l     readpast.Limit
+		perUS int64
+	)
+	if err := r.Scan(&l.Key, &l.Concurrency, &l.Rate, &perUS, &l.Burst); err != nil {
+		return readpast.Limit{}, err
+	}
+	if l.Rate > 0 {
+		l.Per = time.Duration(perUS) * time.Microsecond
+	} else {
+		l.Burst = 0
+	}
+	return l, nil
+}
+
+// GetLimit returns the limit declared for key exactly (a key or a
+// template) with the states of up to readpast.MaxLimitKeys keys it
+// governs, or readpast.ErrLimitNotFound.
 func (s *Store) GetLimit(ctx context.Context, key string) (*readpast.LimitInfo, error) {
 	if err := readpast.CheckLimitKey(key); err != nil {
 		return nil, err
 	}
-	ls, err := s.limits(ctx, key)
+	ls, err := s.readLimits(ctx, "get limit", getLimitSQL, key)
 	if err != nil {
 		return nil, err
 	}
@@ -271,39 +381,33 @@ func (s *Store) GetLimit(ctx context.Context, key string) (*readpast.LimitInfo, 
 	return &ls[0], nil
 }
 
-// ListLimits returns every declared limit by key.
+// ListLimits returns every declared limit by key, as GetLimit does.
 func (s *Store) ListLimits(ctx context.Context) ([]readpast.LimitInfo, error) {
-	return s.limits(ctx, nil)
+	return s.readLimits(ctx, "list limits", listLimitsSQL)
 }
 
-// limits reads the limit declared for key (every one when key is nil) in
-// one read transaction, with the states of the keys each governs.
-func (s *Store) limits(ctx context.Context, key any) ([]readpast.LimitInfo, error) {
+// readLimits reads the declared limits query returns, with the states of
+// the keys each governs, in one read transaction.
+func (s *Store) readLimits(ctx context.Context, op, query string, args ...any) ([]readpast.LimitInfo, error) {
 	out := []readpast.LimitInfo{}
-	err := s.readOp(ctx, "get limits", func(db *sql.DB) error {
+	err := s.readOp(ctx, op, func(db *sql.DB) error {
+		out = out[:0]
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		out = out[:0]
-		rows, err := tx.QueryContext(ctx, listLimitsSQL, key)
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var li readpast.LimitInfo
-			var perUS int64
-			if err := rows.Scan(&li.Key, &li.Concurrency, &li.Rate, &perUS, &li.Burst); err != nil {
+			l, err := scanLimit(rows)
+			if err != nil {
 				rows.Close()
 				return err
 			}
-			if li.Rate > 0 {
-				li.Per = time.Duration(perUS) * time.Microsecond
-			} else {
-				li.Burst = 0
-			}
-			out = append(out, li)
+			out = append(out, readpast.LimitInfo{Limit: l})
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 			return err
@@ -319,8 +423,8 @@ func (s *Store) limits(ctx context.Context, key any) ([]readpast.LimitInfo, erro
 	return out, err
 }
 
-// limitKeys reads the states of up to MaxLimitKeys keys the declared
-// limit limitKey governs.
+// limitKeys reads the states at now of up to readpast.MaxLimitKeys keys
+// the declared limit limitKey governs, by key.
 func limitKeys(ctx context.Context, tx *sql.Tx, limitKey string, now time.Time) ([]readpast.KeyState, error) {
 	rows, err := tx.QueryContext(ctx, limitKeysSQL, limitKey, readpast.MaxLimitKeys)
 	if err != nil {
@@ -332,23 +436,23 @@ func limitKeys(ctx context.Context, tx *sql.Tx, limitKey string, now time.Time) 
 			key                 string
 			running, maxRunning int
 			iv                  int64
-			b                   storekit.Bucket
+			burst               int
 			tat                 sql.NullInt64
 		)
-		if err := rows.Scan(&key, &running, &maxRunning, &iv, &b.Burst, &tat); err != nil {
+		if err := rows.Scan(&key, &running, &maxRunning, &iv, &burst, &tat); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		b.Interval = time.Duration(iv) * time.Microsecond
-		if tat.Valid {
-			b.TAT = time.UnixMicro(tat.Int64)
-		}
-		out = append(out, storekit.KeyState(now, key, limitKey, running, maxRunning, b))
+		out = append(out, storekit.KeyState(now, key, limitKey, running, maxRunning, bucketOf(iv, burst, tat)))
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
 }
 
-// TakeTokens takes n starts from key's bucket, all or none.
+// TakeTokens takes n starts from key's bucket for work done outside jobs,
+// all or none, on the store's clock, creating the key's row (with the
+// limit that governs it) when it has none. A key without a rate always
+// grants; n above a rate's burst can never be granted, and is refused as
+// invalid, changing nothing.
 func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.TokenGrant, error) {
 	if err := readpast.CheckKey(key); err != nil {
 		return readpast.TokenGrant{}, err
@@ -356,31 +460,34 @@ func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.Tok
 	if n < 1 || n > readpast.MaxTakeTokens {
 		return readpast.TokenGrant{}, &readpast.FieldError{Field: "n", Message: fmt.Sprintf("must be between 1 and %d", readpast.MaxTakeTokens)}
 	}
-	var g readpast.TokenGrant
+	var (
+		g     readpast.TokenGrant
+		never error
+	)
 	err := s.writeTx(ctx, "take tokens", func(tx *sql.Tx) error {
-		g = readpast.TokenGrant{}
+		g, never = readpast.TokenGrant{}, nil
 		k, err := readKey(ctx, tx, key)
 		if err != nil {
 			return err
 		}
 		if k.bucket.Interval > 0 && n > k.bucket.Burst {
-			return &readpast.FieldError{Field: "n",
+			never = &readpast.FieldError{Field: "n",
 				Message: fmt.Sprintf("asks for more than the burst of %s (%d): it can never be granted", key, k.bucket.Burst)}
+			return never // rolls back: nothing changes
 		}
-		now := s.now()
 		b := k.bucket
-		ok, at := b.Take(now, n)
-		g.Granted, g.RetryAt = ok, at
-		if !k.exists {
-			_, err := takeKey(ctx, tx, key, k, 0, now)
-			if err != nil {
-				return err
-			}
+		ok, at := b.Take(atMicros(s.now()), n)
+		g.Granted = ok
+		if !ok {
+			g.RetryAt = at.UTC()
 		}
-		if ok && b.Interval > 0 {
-			_, err = tx.ExecContext(ctx, setTatSQL, key, micros(b.TAT))
+		if k.exists && (!ok || b.Interval <= 0) {
+			return nil // nothing to write
 		}
-		return err
+		return saveKey(ctx, tx, key, k, 0, b)
 	})
+	if never != nil {
+		return readpast.TokenGrant{}, never
+	}
 	return g, err
 }

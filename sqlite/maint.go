@@ -105,6 +105,29 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 	return len(claims), nil
 }
 
+// PruneGroups deletes up to limit rows of idle keys (nothing running and
+// a full bucket: what a missing row means) and returns how many it
+// deleted. A finisher deletes the row of a key it leaves idle; the rows
+// left are those of keys whose bucket was not yet full then, or that
+// TakeTokens created. Declared limits stay (readpast_limits): the claim
+// that creates a key's row again gives it the limit that governs it then.
+// RunRescuer calls it now and then.
+func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
+	if limit < 1 {
+		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
+	}
+	var n int64
+	err := s.writeTx(ctx, "prune groups", func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, pruneGroupsSQL, micros(s.now()), limit)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
 // Prune deletes up to p.Limit history rows in p.State that finished before
 // p.Before and returns how many it deleted.
 func (s *Store) Prune(ctx context.Context, p readpast.PruneParams) (int, error) {

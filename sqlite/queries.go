@@ -105,7 +105,7 @@ SET state = 'running', attempt = attempt + 1, token = ?5,
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
 RETURNING ` + liveSelect
 	// groupSubSQL takes ?1 (JSON object group -> jobs that stopped running)
-	// off running; groupForgetSQL then drops rows back at the defaults.
+	// off running; groupForgetSQL then drops the rows of keys left idle.
 	// Nothing clamps the count: taking off more than a group has running
 	// breaks the schema's CHECK (running >= 0) and fails the transaction,
 	// and releaseGroups checks that every group had a row, so a drift in
@@ -116,8 +116,11 @@ WHERE group_key IN (SELECT key FROM json_each(?1))`
 	// A row is forgotten once nothing runs and its bucket is full (tat
 	// past ?2): what a missing row means. Declared limits stay in
 	// readpast_limits; a claim that creates the row again resolves them.
+	// A row whose bucket is not full yet stays for PruneGroups. It
+	// returns the rows' max_running, their free slots now.
 	groupForgetSQL = `DELETE FROM readpast_groups
-WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND group_key IN (SELECT key FROM json_each(?1))`
+WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND group_key IN (SELECT key FROM json_each(?1))
+RETURNING group_key, max_running`
 )
 
 // Worker writes. Each matches id, token and state = 'running'.
@@ -361,4 +364,54 @@ ORDER BY t.job_id LIMIT ?7`
 	// deleteFinishedSQL deletes history row ?1 and returns what must go
 	// with it.
 	deleteFinishedSQL = `DELETE FROM readpast_history WHERE id = ?1 RETURNING unique_key, tags`
+)
+
+// Limits per key (migrations/0008_limits.sql). A key's row in
+// readpast_groups carries the limit that governs it and its bucket; a
+// missing row means nothing running, a full bucket, and the limit that
+// governs the key when a row is created again.
+const (
+	// keyRowSQL reads key ?1's row.
+	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, tat
+FROM readpast_groups WHERE group_key = ?1`
+	// resolveLimitsSQL reads the declared limits that may govern the keys
+	// in ?1 (a JSON array): every template (index
+	// readpast_limits_templates), and the limits declared for the keys
+	// themselves (by primary key). resolveLimits picks each key's.
+	resolveLimitsSQL = `SELECT key, concurrency, interval_us, burst FROM readpast_limits
+WHERE substr(key, -1) = '*'
+UNION ALL
+SELECT key, concurrency, interval_us, burst FROM readpast_limits
+WHERE key IN (SELECT value FROM json_each(?1)) AND substr(key, -1) <> '*'`
+	// keySaveSQL counts ?2 more running jobs of key ?1 and sets its tat
+	// to ?7, creating its row with the limit ?3..?6 when it has none.
+	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat`
+	// keysFromSQL lists the key rows from ?1 on, with their limits, in key
+	// (byte) order: the rows whose key starts with ?1 come first
+	// (governedKeys stops at the first that does not).
+	keysFromSQL = `SELECT group_key, limit_key, max_running, interval_us, burst, tat FROM readpast_groups
+WHERE group_key >= ?1 ORDER BY group_key`
+	// setKeyLimitSQL gives key ?1's row the limit ?2..?5 and the tat ?6
+	// (storekit.Bucket.Rescaled); its running count stays.
+	setKeyLimitSQL = `UPDATE readpast_groups SET limit_key = ?2, max_running = ?3, interval_us = ?4, burst = ?5, tat = ?6
+WHERE group_key = ?1`
+	// putLimitSQL declares the limit of key or template ?1.
+	putLimitSQL = `INSERT INTO readpast_limits (key, concurrency, rate, per_us, burst, interval_us, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+    per_us = excluded.per_us, burst = excluded.burst, interval_us = excluded.interval_us,
+    updated_at = excluded.updated_at`
+	deleteLimitSQL = `DELETE FROM readpast_limits WHERE key = ?1`
+	getLimitSQL    = `SELECT key, concurrency, rate, per_us, burst FROM readpast_limits WHERE key = ?1`
+	listLimitsSQL  = `SELECT key, concurrency, rate, per_us, burst FROM readpast_limits ORDER BY key`
+	// limitKeysSQL lists up to ?2 key rows the declared limit ?1 governs,
+	// by key (index readpast_groups_limit).
+	limitKeysSQL = `SELECT group_key, running, max_running, interval_us, burst, tat FROM readpast_groups
+WHERE limit_key = ?1 ORDER BY group_key LIMIT ?2`
+	// pruneGroupsSQL deletes up to ?2 rows of idle keys: nothing running
+	// and a full bucket at ?1, what a missing row means.
+	pruneGroupsSQL = `DELETE FROM readpast_groups WHERE group_key IN (
+    SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1) LIMIT ?2)`
 )

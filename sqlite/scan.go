@@ -180,40 +180,58 @@ func isEntryErr(err error) bool {
 	return errors.Is(err, readpast.ErrNotFound) || errors.Is(err, readpast.ErrStaleToken)
 }
 
-// releaseGroups takes freed slots off each group's running count in tx.
-// A group that has no row (so nothing running) or fewer running jobs than
-// freed means the counters drifted: it is an error that rolls tx back, not
-// something to clamp away.
 // freeSlots gives back the group slots in freed (group -> jobs that
 // stopped running) and marks each group's next claimable jobs. It reports
 // whether it marked any.
 func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (bool, error) {
-	if err := releaseGroups(ctx, tx, freed, nowUS); err != nil {
+	forgot, err := releaseGroups(ctx, tx, freed, nowUS)
+	if err != nil {
 		return false, err
 	}
 	groups := slices.Sorted(maps.Keys(freed))
-	return announceHeads(ctx, tx, groups, nowUS)
+	return announceHeads(ctx, tx, groups, forgot, nowUS)
 }
 
-func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) error {
+// releaseGroups takes freed slots off each group's running count in tx,
+// and deletes the rows of the keys left idle, returning their
+// max_running: their free slots now. A group that has no row (so nothing
+// running) or fewer running jobs than freed means the counters drifted:
+// it is an error that rolls tx back, not something to clamp away.
+func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (map[string]int, error) {
 	if len(freed) == 0 {
-		return nil
+		return nil, nil
 	}
 	js, err := countsJSON(freed)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, err := tx.ExecContext(ctx, groupSubSQL, js)
 	if err != nil {
-		return fmt.Errorf("free group slots: %w", err)
+		return nil, fmt.Errorf("free group slots: %w", err)
 	}
 	if n, err := r.RowsAffected(); err != nil {
-		return fmt.Errorf("free group slots: %w", err)
+		return nil, fmt.Errorf("free group slots: %w", err)
 	} else if n != int64(len(freed)) {
-		return fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
+		return nil, fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
 	}
-	if _, err := tx.ExecContext(ctx, groupForgetSQL, js, nowUS); err != nil {
-		return fmt.Errorf("free group slots: %w", err)
+	rows, err := tx.QueryContext(ctx, groupForgetSQL, js, nowUS)
+	if err != nil {
+		return nil, fmt.Errorf("free group slots: %w", err)
 	}
-	return nil
+	forgot := map[string]int{}
+	for rows.Next() {
+		var (
+			key  string
+			free int
+		)
+		if err := rows.Scan(&key, &free); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("free group slots: %w", err)
+		}
+		forgot[key] = free
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("free group slots: %w", err)
+	}
+	return forgot, nil
 }

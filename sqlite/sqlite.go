@@ -116,8 +116,9 @@ type Store struct {
 }
 
 var (
-	_ readpast.Store    = (*Store)(nil)
-	_ readpast.Notifier = (*Store)(nil)
+	_ readpast.Store       = (*Store)(nil)
+	_ readpast.Notifier    = (*Store)(nil)
+	_ readpast.GroupPruner = (*Store)(nil)
 )
 
 // sqliteHeader starts every SQLite database file.

@@ -200,3 +200,53 @@ func (d *direct) pauseSchedule(ctx context.Context, name string, paused bool) (h
 	}
 	return httpapi.NewSchedule(sc), nil
 }
+
+func (d *direct) limits(ctx context.Context) (httpapi.LimitsResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	ls, err := d.store.ListLimits(ctx)
+	if err != nil {
+		return httpapi.LimitsResponse{}, err
+	}
+	return httpapi.NewLimitsResponse(ls), nil
+}
+
+func (d *direct) limit(ctx context.Context, key string) (httpapi.LimitInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	li, err := d.store.GetLimit(ctx, key)
+	if err != nil {
+		return httpapi.LimitInfo{}, err
+	}
+	return httpapi.NewLimitInfo(*li), nil
+}
+
+func (d *direct) putLimit(ctx context.Context, key string, body json.RawMessage) (httpapi.Limit, bool, error) {
+	l, err := httpapi.ParsePutLimit(key, body)
+	if err != nil {
+		return httpapi.Limit{}, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	created, err := d.store.PutLimit(ctx, l)
+	if err != nil {
+		return httpapi.Limit{}, false, err
+	}
+	return httpapi.NewLimit(l), created, nil
+}
+
+func (d *direct) deleteLimit(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.store.DeleteLimit(ctx, key)
+}
+
+func (d *direct) takeTokens(ctx context.Context, key string, n int) (httpapi.TokenGrant, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	g, err := d.store.TakeTokens(ctx, key, n)
+	if err != nil {
+		return httpapi.TokenGrant{}, err
+	}
+	return httpapi.NewTokenGrant(g), nil
+}

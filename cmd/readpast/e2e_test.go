@@ -1034,6 +1034,8 @@ func runE2E(t *testing.T, bin, db string) {
 		t.Errorf("schedules delete twice: %+v", r)
 	}
 
+	runLimitsE2E(t, bin, api, remote, direct)
+
 	// The Python worker runs add and fail jobs to their end.
 	runPythonWorker(t, bin, api, srv.base)
 

@@ -53,7 +53,8 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	priority := fs.Int("priority", 0, fmt.Sprintf("priority, lower runs first (%d to %d)", readpast.MinPriority, readpast.MaxPriority))
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the job does not run (default now)")
 	maxAttempts := fs.Int("max-attempts", readpast.DefaultMaxAttempts, "attempts before the job fails for good")
-	group := fs.String("group", "", "concurrency group key")
+	group := fs.String("group", "", "the job's key (its concurrency group): the limit declared for it, or for a template it matches, applies (see 'readpast limits'); without one, one job of the key runs at a time")
+	key := fs.String("key", "", "the same as --group")
 	uniqueKey := fs.String("unique-key", "", "unique key: while a job holds it, enqueueing it again creates nothing and shows that job")
 	var tags stringList
 	fs.Var(&tags, "tag", fmt.Sprintf("a tag for the job (repeat for several, at most %d)", readpast.MaxTags))
@@ -68,11 +69,15 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		return usagef("unexpected argument %q", pos[0])
 	}
 
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	groupFlag, err := mergeKeyFlag(set, group, key)
+	if err != nil {
+		return err
+	}
 	var jobs []json.RawMessage
 	if *fromStdin {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group", "unique-key", "unique-for", "tag"} {
+		for _, name := range []string{"kind", "payload", "queue", "priority", "run-at", "max-attempts", "group", "key", "unique-key", "unique-for", "tag"} {
 			if set[name] {
 				return usagef("--%s cannot be used with --stdin: put it in each JSON line", name)
 			}
@@ -115,7 +120,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 			return fmt.Errorf("encode job: %w", err)
 		}
 		if _, err := httpapi.ParseEnqueue(body, time.Now()); err != nil {
-			return usageError{flagError(err)}
+			return usageError{renameGroupFlag(flagError(err), groupFlag)}
 		}
 		jobs = []json.RawMessage{body}
 	}
@@ -237,6 +242,31 @@ func flagError(err error) error {
 	}
 	if after, ok := strings.CutPrefix(msg, "tags:"); ok {
 		return fmt.Errorf("--tag:%s", after)
+	}
+	return err
+}
+
+// mergeKeyFlag folds --key, an alias of --group, into group, and returns
+// the name of the flag that gave the key, for messages. Both flags with
+// different values are a usage error.
+func mergeKeyFlag(set map[string]bool, group, key *string) (string, error) {
+	if !set["key"] {
+		return "group", nil
+	}
+	if set["group"] && *group != *key {
+		return "", usagef("--key is another name for --group: give one")
+	}
+	*group = *key
+	return "key", nil
+}
+
+// renameGroupFlag names --key in err when the key came from it.
+func renameGroupFlag(err error, name string) error {
+	if name == "group" {
+		return err
+	}
+	if after, ok := strings.CutPrefix(err.Error(), "--group:"); ok {
+		return fmt.Errorf("--%s:%s", name, after)
 	}
 	return err
 }

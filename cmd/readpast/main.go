@@ -9,11 +9,12 @@
 //	readpast jobs     list|show|cancel|retry [flags]
 //	readpast queues   list|pause|resume [NAME] [--json]
 //	readpast schedules list|show|set|delete|pause|resume [flags]
+//	readpast limits   list|get|set|delete|take [flags]
 //	readpast stats    [--json]
 //	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
 //	readpast version  [--json]
 //
-// enqueue, jobs, queues, schedules and stats talk to a readpast server's HTTP API (--url or
+// enqueue, jobs, queues, schedules, limits and stats talk to a readpast server's HTTP API (--url or
 // READPAST_URL, default http://127.0.0.1:8080, with --token or
 // READPAST_TOKEN), or, given --database-url (or READPAST_DATABASE_URL
 // without READPAST_URL), to an existing database directly. serve and
@@ -42,6 +43,8 @@ func actions(command string) []string {
 		return []string{"list", "pause", "resume"}
 	case "schedules":
 		return []string{"list", "show", "set", "delete", "pause", "resume"}
+	case "limits":
+		return []string{"list", "get", "show", "set", "delete", "take"}
 	}
 	return nil
 }
@@ -62,6 +65,7 @@ func commands() []command {
 		{"jobs", "list, show, cancel or retry jobs", runJobs},
 		{"queues", "list queues, or pause or resume one", runQueues},
 		{"schedules", "list, show, set, delete, pause or resume periodic jobs", runSchedules},
+		{"limits", "list, get, set or delete limits per key, or take tokens from a key's rate", runLimits},
 		{"stats", "show job counts per queue and state", runStats},
 		{"bench", "run the benchmark scenarios against a database of its own", runBench},
 		{"version", "print the version", runVersion},

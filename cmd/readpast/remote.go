@@ -73,7 +73,8 @@ func (e *remoteError) Is(target error) bool {
 	case httpapi.CodeNotFound:
 		// Not an unknown route, which is also 404 not_found.
 		return (target == readpast.ErrNotFound && e.detail.Message == "job not found") ||
-			(target == readpast.ErrScheduleNotFound && e.detail.Message == "schedule not found")
+			(target == readpast.ErrScheduleNotFound && e.detail.Message == "schedule not found") ||
+			(target == readpast.ErrLimitNotFound && e.detail.Message == "limit not found")
 	case httpapi.CodeStaleToken:
 		return target == readpast.ErrStaleToken
 	case httpapi.CodeInvalidState:
@@ -266,5 +267,44 @@ func (c *remote) pauseSchedule(ctx context.Context, name string, paused bool) (h
 	}
 	var out httpapi.Schedule
 	err := c.do(ctx, http.MethodPost, schedulePath(name)+verb, nil, &out)
+	return out, err
+}
+
+// limitPath is the path of the limit of key: the key as one path segment,
+// escaped ("a/b" is a%2Fb; "." and ".." are escaped too, which a server
+// would otherwise take for the folders of the path).
+func limitPath(key string) string {
+	seg := url.PathEscape(key)
+	if seg == "." || seg == ".." {
+		seg = strings.ReplaceAll(seg, ".", "%2E")
+	}
+	return "/v1/limits/" + seg
+}
+
+func (c *remote) limits(ctx context.Context) (httpapi.LimitsResponse, error) {
+	var out httpapi.LimitsResponse
+	err := c.do(ctx, http.MethodGet, "/v1/limits", nil, &out)
+	return out, err
+}
+
+func (c *remote) limit(ctx context.Context, key string) (httpapi.LimitInfo, error) {
+	var out httpapi.LimitInfo
+	err := c.do(ctx, http.MethodGet, limitPath(key), nil, &out)
+	return out, err
+}
+
+func (c *remote) putLimit(ctx context.Context, key string, body json.RawMessage) (httpapi.Limit, bool, error) {
+	var out httpapi.Limit
+	status, err := c.doStatus(ctx, http.MethodPut, limitPath(key), body, &out)
+	return out, status == http.StatusCreated, err
+}
+
+func (c *remote) deleteLimit(ctx context.Context, key string) error {
+	return c.do(ctx, http.MethodDelete, limitPath(key), nil, nil)
+}
+
+func (c *remote) takeTokens(ctx context.Context, key string, n int) (httpapi.TokenGrant, error) {
+	var out httpapi.TokenGrant
+	err := c.do(ctx, http.MethodPost, limitPath(key)+"/tokens", httpapi.TakeTokensRequest{N: &n}, &out)
 	return out, err
 }

@@ -89,7 +89,8 @@ func runScheduleSet(ctx context.Context, args []string, stdout io.Writer) error 
 	queue := fs.String("queue", readpast.DefaultQueue, "the job's queue")
 	priority := fs.Int("priority", 0, "the job's priority, lower runs first")
 	maxAttempts := fs.Int("max-attempts", readpast.DefaultMaxAttempts, "the job's attempts before it fails for good")
-	group := fs.String("group", "", "the job's concurrency group key")
+	group := fs.String("group", "", "the job's key (its concurrency group), which limits apply to")
+	key := fs.String("key", "", "the same as --group")
 	asJSON := fs.Bool("json", false, "print the schedule as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -97,6 +98,12 @@ func runScheduleSet(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	if len(pos) != 1 {
 		return usagef("want exactly one schedule name")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	groupFlag, err := mergeKeyFlag(set, group, key)
+	if err != nil {
+		return err
 	}
 	if !json.Valid([]byte(*payload)) {
 		return usagef("--payload: not valid JSON")
@@ -111,8 +118,6 @@ func runScheduleSet(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	req := httpapi.PutScheduleRequest{Cron: *cron, TimeZone: tz, CatchUp: catchUp, Job: jb}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["paused"] {
 		req.Paused = paused
 	}
@@ -121,7 +126,7 @@ func runScheduleSet(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	if _, err := httpapi.ParsePutSchedule(pos[0], body, time.Now()); err != nil {
-		return usageError{scheduleFlagError(err)}
+		return usageError{renameGroupFlag(scheduleFlagError(err), groupFlag)}
 	}
 	b, err := tf.open(ctx, false)
 	if err != nil {

@@ -27,8 +27,8 @@ const defaultURL = "http://127.0.0.1:8080"
 // defaultTimeout bounds one request of a job command.
 const defaultTimeout = 30 * time.Second
 
-// backend is what the job commands (enqueue, jobs, queues, stats) work
-// through:
+// backend is what the job commands (enqueue, jobs, queues, schedules,
+// limits, stats) work through:
 // the HTTP API of a running server, or a database opened directly.
 type backend interface {
 	// enqueue enqueues jobs, each the body of POST /v1/jobs, all or none.
@@ -60,6 +60,17 @@ type backend interface {
 	deleteSchedule(ctx context.Context, name string) error
 	// pauseSchedule pauses or resumes a schedule.
 	pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error)
+	// limits lists every declared limit with its keys' states.
+	limits(ctx context.Context) (httpapi.LimitsResponse, error)
+	// limit returns the limit declared for a key or template.
+	limit(ctx context.Context, key string) (httpapi.LimitInfo, error)
+	// putLimit declares or replaces a limit from the body of PUT
+	// /v1/limits/{key}, and reports whether it created it.
+	putLimit(ctx context.Context, key string, body json.RawMessage) (httpapi.Limit, bool, error)
+	// deleteLimit deletes the limit declared for a key or template.
+	deleteLimit(ctx context.Context, key string) error
+	// takeTokens takes n starts from a key's rate.
+	takeTokens(ctx context.Context, key string, n int) (httpapi.TokenGrant, error)
 	// close releases the backend.
 	close() error
 }

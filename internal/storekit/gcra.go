@@ -92,3 +92,17 @@ func MaxRunning(c int) int {
 	}
 	return c
 }
+
+// Rescaled returns the bucket's TAT for a new interval: the starts it
+// still counts (TAT past now) take as long at the new interval as they
+// took at the old one in starts, rounded up, so a raised rate applies at
+// once and a lowered one holds back as many starts as before.
+func (b Bucket) Rescaled(now time.Time, interval time.Duration) time.Time {
+	old, tat, nowUS := b.Interval.Microseconds(), b.TAT.UnixMicro(), now.UnixMicro()
+	iv := interval.Microseconds()
+	if old <= 0 || iv <= 0 || iv == old || b.TAT.IsZero() || tat <= nowUS {
+		return b.TAT
+	}
+	debt := tat - nowUS
+	return time.UnixMicro(nowUS + (debt*iv+old-1)/old)
+}

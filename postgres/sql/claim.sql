@@ -29,9 +29,12 @@
 --   governs it, read under the limits' lock, taken shared and without
 --   waiting, with a snapshot of its own: a key whose limit is being
 --   changed is passed over.
+-- claim_time: the claim's time, the jobs' started_at, read once the key
+--   rows are locked and the new ones' limits resolved (the joins force
+--   locked and new_groups first): a bucket is judged at a time after
+--   every change to its row this claim can see, a prune included.
 -- decided: per key held, how many jobs it gives (takes): its free slots,
---   the tokens its bucket has at the claim's time (claim_time, the time
---   the jobs record as started_at), and $3, whichever is least.
+--   the tokens its bucket has at claim_time, and $3, whichever is least.
 -- heads: per decided group, its first due pending jobs across all queues
 --   (a group is one ordered stream), as many as it has free slots, plus
 --   one to mark when this claim's own limit is what stops it.
@@ -106,6 +109,10 @@ new_groups AS (
     FROM new_keys n
     CROSS JOIN LATERAL readpast_key_limit(n.group_key) k
     WHERE k.ok
+),
+claim_time AS (
+    SELECT clock_timestamp() AS at
+    FROM (SELECT count(*) FROM locked) l, (SELECT count(*) FROM new_groups) n
 ),
 decided AS (
     SELECT g.group_key, g.max_running - g.running AS free,

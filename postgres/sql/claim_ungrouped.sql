@@ -18,6 +18,9 @@
 -- position of postgres/claimfrom.go, which keeps a claim from walking the
 -- index entries of the jobs claimed before it.
 WITH {{template "claim_start" .}},
+claim_time AS (
+    SELECT clock_timestamp() AS at
+),
 picked AS (
     SELECT id, group_key FROM ungrouped
     ORDER BY priority, run_at, id

@@ -1,8 +1,9 @@
 -- Take $2 starts from the bucket of key $1, all or none, on the
 -- database's clock, as a claim's starts do (sql/claim.sql). Runs after
--- take_tokens_row.sql made sure the key has a row, in the same
--- transaction; locks the row (waiting for a claim or a finisher that
--- holds it). Returns whether it granted them, when they could be
+-- take_tokens_row.sql made sure the key has a row, in a transaction of
+-- its own (no row: the row was pruned meanwhile, and TakeTokens creates
+-- it again); locks the row (waiting for a claim or a finisher that holds
+-- it), holding no other lock. Returns whether it granted them, when they could be
 -- otherwise, and the bucket's burst and interval.
 WITH t AS (
     SELECT clock_timestamp() AS at

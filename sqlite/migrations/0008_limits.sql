@@ -34,3 +34,7 @@ FROM readpast_groups WHERE max_running <> 1;
 UPDATE readpast_groups SET limit_key = group_key WHERE max_running <> 1;
 
 CREATE INDEX readpast_groups_limit ON readpast_groups (limit_key, group_key) WHERE limit_key IS NOT NULL;
+
+-- The templates, which every claim that creates a key's row reads
+-- (resolveLimitsSQL): the keys' own limits are read by primary key.
+CREATE INDEX readpast_limits_templates ON readpast_limits (key) WHERE substr(key, -1) = '*';

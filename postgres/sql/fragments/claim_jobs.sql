@@ -7,10 +7,10 @@ under the token $5 for worker $2, with a lease of $4 microseconds, and
 returns them in claim order (claim_result), as scanClaimed (scan.go)
 reads them.
 
-The claim's time (claim_time, claim_start.sql) is read once, when first
-used: by the update, or by the limits of the keys a claim holds, which
-count their starts at the very time the jobs record as started_at. It is
-read after the statement's snapshot, so a job's claims are in started_at order even when
+The claim's time (claim_time, defined by each claim: in claim.sql once
+the key rows are locked, as the limits of those keys count their starts
+at the very time the jobs record as started_at) is read once, after the
+statement's snapshot, so a job's claims are in started_at order even when
 a transaction began long before its claim (a claim in a caller's
 transaction, or a routine's session stalled between its call and its
 statement), which now() (the transaction's start) is not.

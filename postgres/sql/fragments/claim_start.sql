@@ -1,7 +1,6 @@
 {{/*
 claim_start begins both claims (claim.sql, claim_ungrouped.sql): it
 defines
-    claim_time (at timestamptz): the claim's time (see claim_jobs.sql);
     open_queues (name text): the queues of $1 that are not paused
         (readpast_queues, read without a row lock: $1 holds only queues
         whose pause keys the claim took before this statement began,
@@ -20,9 +19,6 @@ with one LIMIT: a scan that must find its LIMIT past the due jobs walks
 the entries of the jobs not yet due of its priority, so the range is not
 split in two.
 */}}{{define "claim_start"}}
-claim_time AS (
-    SELECT clock_timestamp() AS at
-),
 open_queues AS (
     SELECT name FROM unnest($1::text[]) AS q(name)
     WHERE readpast_stall('claim.queues', q.name)
