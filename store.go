@@ -198,12 +198,13 @@ type SQLTxStore interface {
 }
 
 // GroupPruner is implemented by stores that keep a row per concurrency
-// group and delete the rows of idle groups in the background
-// (PostgreSQL). RunRescuer calls it every 240 rescue intervals.
+// group (key) and delete the rows of idle keys in the background (both
+// stores). RunRescuer calls it every 240 rescue intervals.
 type GroupPruner interface {
-	// PruneGroups deletes up to limit rows of groups that run nothing and
-	// have the default limit, and returns how many it deleted. It never
-	// waits on, and never makes wait, a claim or an enqueue.
+	// PruneGroups deletes up to limit rows of keys that run nothing and
+	// whose bucket is full (what a missing row means; declared limits
+	// stay), and returns how many it deleted. It never waits on, and never
+	// makes wait, a claim or an enqueue.
 	PruneGroups(ctx context.Context, limit int) (int, error)
 }
 
