@@ -521,7 +521,7 @@ func testBrowserBulk(b *browser, st testStore) {
 // keys it governs, with their running jobs, tokens and next start.
 func testBrowserLimits(b *browser, st testStore) {
 	ctx := context.Background()
-	if _, err := st.PutLimit(ctx, readpast.Limit{Key: "partner:*", Concurrency: 3, Rate: 30, Per: time.Minute, Burst: 2}); err != nil {
+	if _, err := st.PutLimit(ctx, readpast.Limit{Key: "partner:*", Concurrency: 3, Rate: 30, Per: time.Hour, Burst: 2}); err != nil {
 		b.t.Fatal(err)
 	}
 	if g, err := st.TakeTokens(ctx, "partner:acme", 2); err != nil || !g.Granted {
@@ -530,7 +530,7 @@ func testBrowserLimits(b *browser, st testStore) {
 	b.nav("/")
 	b.click("nav a[href='/limits']")
 	b.waitVisible("table.keys")
-	b.wantText("#limit-partner\\:\\*", "3 at once · 30 per 1 min, bursts of 2")
+	b.wantText("#limit-partner\\:\\*", "3 at once · 30 per 1 h, bursts of 2")
 	row := "#key-partner\\:acme"
 	b.wantText(row+" td.running", "0 of 3")
 	b.wantText(row+" td.tokens", "0")

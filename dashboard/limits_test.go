@@ -19,7 +19,7 @@ func TestLimits(t *testing.T) {
 	if r := e.do(req{path: "/limits", token: readToken}); r.status != http.StatusOK || !strings.Contains(r.body, `id="no-limits"`) {
 		t.Fatalf("limits, none declared: %d\n%s", r.status, r.body)
 	}
-	if _, err := e.store.PutLimit(ctx, readpast.Limit{Key: "customer:*", Concurrency: 2, Rate: 6, Per: time.Minute, Burst: 3}); err != nil {
+	if _, err := e.store.PutLimit(ctx, readpast.Limit{Key: "customer:*", Concurrency: 2, Rate: 6, Per: time.Hour, Burst: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.store.PutLimit(ctx, readpast.Limit{Key: "api", Concurrency: 4}); err != nil {
@@ -35,7 +35,7 @@ func TestLimits(t *testing.T) {
 	for _, want := range []string{
 		`<a href="/limits" aria-current="page">Limits</a>`,
 		`id="limit-api"`, "4 at once",
-		`id="limit-customer:*"`, "2 at once · 6 per 1 min, bursts of 3",
+		`id="limit-customer:*"`, "2 at once · 6 per 1 h, bursts of 3",
 		`id="key-customer:42"`, `<td class="running">0 of 2</td>`, `<td class="tokens">0</td>`, "(in ",
 		`href="/jobs?group=customer%3A42"`,
 	} {
