@@ -1047,9 +1047,7 @@ func (b *browser) nav(path string) {
 // checks its status.
 func (b *browser) submit(sel string, status int64) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, step)
-	defer cancel()
-	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel)))
+	resp, err := b.clickLoad(sel)
 	if err != nil {
 		b.t.Fatalf("browser: clicking %s: %v", sel, err)
 	}
@@ -1061,10 +1059,23 @@ func (b *browser) submit(sel string, status int64) {
 // click clicks a link or button that loads a page, and waits for it.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, step)
-	defer cancel()
-	if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+	if _, err := b.clickLoad(sel); err != nil {
 		b.t.Fatalf("browser: clicking %s: %v", sel, err)
+	}
+}
+
+// clickLoad clicks sel and waits for the page it loads. A live refresh
+// may replace the node between finding it and clicking it (chromedp:
+// "Could not find node with given id"): nothing was clicked then, and the
+// click is tried again on the new node.
+func (b *browser) clickLoad(sel string) (*network.Response, error) {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(b.ctx, step)
+		resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "Could not find node") {
+			return resp, err
+		}
 	}
 }
 
