@@ -173,3 +173,14 @@ type TokenGrant struct {
 
 // MaxTakeTokens caps the n of Store.TakeTokens.
 const MaxTakeTokens = MaxBurst
+
+// CheckTake reports whether Store.TakeTokens may take n starts of key.
+func CheckTake(key string, n int) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	if n < 1 || n > MaxTakeTokens {
+		return invalid("n", "must be between 1 and %d", MaxTakeTokens)
+	}
+	return nil
+}

@@ -245,11 +245,7 @@ func (s *server) putLimit(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	s.writeJSON(w, r, status, NewLimit(l))
+	s.writeJSON(w, r, createdStatus(created), NewLimit(l))
 }
 
 func (s *server) deleteLimit(w http.ResponseWriter, r *http.Request) {

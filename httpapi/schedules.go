@@ -199,11 +199,16 @@ func (s *server) putSchedule(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, err)
 		return
 	}
-	status := http.StatusOK
+	s.writeJSON(w, r, createdStatus(created), NewSchedule(sc))
+}
+
+// createdStatus is a PUT's status: 201 when it created the resource, 200
+// when it replaced one.
+func createdStatus(created bool) int {
 	if created {
-		status = http.StatusCreated
+		return http.StatusCreated
 	}
-	s.writeJSON(w, r, status, NewSchedule(sc))
+	return http.StatusOK
 }
 
 func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {

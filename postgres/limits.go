@@ -216,7 +216,7 @@ func (s *Store) limits(ctx context.Context, keys []string) ([]readpast.LimitInfo
 
 // TakeTokens takes n starts from key's bucket, all or none.
 func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.TokenGrant, error) {
-	if err := checkTake(key, n); err != nil {
+	if err := readpast.CheckTake(key, n); err != nil {
 		return readpast.TokenGrant{}, err
 	}
 	var (
@@ -265,15 +265,4 @@ func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.Tok
 		g.RetryAt = *retry
 	}
 	return g, nil
-}
-
-// checkTake checks TakeTokens' arguments.
-func checkTake(key string, n int) error {
-	if err := readpast.CheckKey(key); err != nil {
-		return err
-	}
-	if n < 1 || n > readpast.MaxTakeTokens {
-		return &readpast.FieldError{Field: "n", Message: fmt.Sprintf("must be between 1 and %d", readpast.MaxTakeTokens)}
-	}
-	return nil
 }

@@ -454,11 +454,8 @@ func limitKeys(ctx context.Context, tx *sql.Tx, limitKey string, now time.Time) 
 // grants; n above a rate's burst can never be granted, and is refused as
 // invalid, changing nothing.
 func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.TokenGrant, error) {
-	if err := readpast.CheckKey(key); err != nil {
+	if err := readpast.CheckTake(key, n); err != nil {
 		return readpast.TokenGrant{}, err
-	}
-	if n < 1 || n > readpast.MaxTakeTokens {
-		return readpast.TokenGrant{}, &readpast.FieldError{Field: "n", Message: fmt.Sprintf("must be between 1 and %d", readpast.MaxTakeTokens)}
 	}
 	var (
 		g     readpast.TokenGrant

@@ -373,11 +373,11 @@ func testRateLimitsUnderStress(t *testing.T, h Harness) {
 	for k, l := range keys {
 		ts := starts[k]
 		slices.SortFunc(ts, time.Time.Compare)
-		iv := l.Per / time.Duration(l.Rate)
-		if l.Per == 0 {
-			iv = time.Second / time.Duration(l.Rate)
+		l, err := l.Normalize()
+		if err != nil {
+			t.Fatal(err)
 		}
-		burst := l.Burst
+		iv, burst := l.Interval(), l.Burst
 		for i := range ts {
 			for j := i + burst; j < len(ts); j++ {
 				span := ts[j].Sub(ts[i])
