@@ -83,23 +83,7 @@ func TestLimitsSoak(t *testing.T) {
 		}
 	}
 	enqueueAhead(rate * 3 / 2)
-	var cs []*readpast.Client
-	for range clients {
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		c, err := readpast.NewClient(s, readpast.Config{Workers: w, Queues: map[string]readpast.QueueConfig{
-			readpast.DefaultQueue: {MaxWorkers: workers}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
-	}
+	cs := startPGClients(t, url, clients, workers, w)
 	began := time.Now()
 	tick := time.NewTicker(time.Second)
 	for time.Since(began) < d {
@@ -189,4 +173,31 @@ func TestLimitsSoak(t *testing.T) {
 	}
 	t.Logf("%d keys at %d/s (burst %d, concurrency %d), %d clients x %d workers, %s: %d starts, 0 over the rate, 0 over the concurrency; the lowest window (%d windows) achieved %.1f%% of its rate; the longest pause between two starts of a key was %s (tokens are lost past %s)",
 		keys, rate, burst, conc, clients, workers, d, starts, windows, 100*worst, longest.Round(time.Millisecond), time.Duration(burst)*interval)
+}
+
+// startPGClients starts n clients of w, each on a store of its own on the
+// PostgreSQL database at url (as separate processes would be), with
+// workers workers on the default queue. The stores close when the test
+// ends; the caller stops the clients.
+func startPGClients(t *testing.T, url string, n, workers int, w *readpast.Workers) []*readpast.Client {
+	t.Helper()
+	ctx := context.Background()
+	var cs []*readpast.Client
+	for range n {
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		c, err := readpast.NewClient(s, readpast.Config{Workers: w, Queues: map[string]readpast.QueueConfig{
+			readpast.DefaultQueue: {MaxWorkers: workers}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	return cs
 }

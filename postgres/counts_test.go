@@ -127,6 +127,9 @@ func TestCountsMigration(t *testing.T) {
 		"DROP TABLE readpast_limits",
 		"DROP FUNCTION readpast_key_limit",
 		"ALTER TABLE readpast_groups DROP COLUMN limit_key, DROP COLUMN interval_us, DROP COLUMN burst, DROP COLUMN tat",
+		// Schema 12 (turns) goes too.
+		"ALTER TABLE readpast_groups DROP COLUMN served_at",
+		"DROP FUNCTION readpast_turn",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -350,9 +350,10 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 }
 
 // TestPruneGroups: rows of idle keys are deleted, by PruneGroups and by
-// the rescuer loop, whatever their limit; a key that runs something, and
-// one whose bucket is not full (a rate's starts still counting), are
-// kept; a pruned key works as before, with its declared limit.
+// the rescuer loop, whatever their limit; a key that runs something, one
+// whose bucket is not full (a rate's starts still counting), and one that
+// was served and has jobs waiting (its turn) are kept; a pruned key works
+// as before, with its declared limit.
 func TestPruneGroups(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -406,11 +407,11 @@ func TestPruneGroups(t *testing.T) {
 		}
 		return m
 	}
-	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 3 {
-		t.Fatalf("pruned %d, %v; want the 3 idle keys", n, err)
+	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want limited's row, the one idle key with no job waiting", n, err)
 	}
-	if m := rowsOf(); len(m) != 2 || m["paced"] == 0 || m["busy"] != 1 {
-		t.Fatalf("rows left %v, want paced and busy", m)
+	if m := rowsOf(); len(m) != 4 || m["paced"] == 0 || m["busy"] != 1 || m["idle1"] != 1 || m["idle2"] != 1 {
+		t.Fatalf("rows left %v, want paced, busy, and idle1 and idle2 (served, with a job waiting)", m)
 	}
 	// A pruned key: its next jobs run under its limit as before.
 	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "idle1"},
@@ -427,12 +428,18 @@ func TestPruneGroups(t *testing.T) {
 	if _, err := s.Complete(ctx, completions(again)); err != nil {
 		t.Fatal(err)
 	}
-	// The rescuer loop prunes at its first tick.
+	// The rescuer loop prunes at its first tick: idle2's row (nothing
+	// waits any more); idle1 and limited have a job waiting each.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go readpast.RunRescuer(rctx, s, time.Hour, slog.New(slog.DiscardHandler))
 	deadline := time.Now().Add(5 * time.Second)
-	for len(rowsOf()) != 2 {
+	pruned := func() bool {
+		m := rowsOf()
+		_, idle2 := m["idle2"]
+		return !idle2 && len(m) == 4
+	}
+	for !pruned() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the rescuer did not prune idle groups: %v", rowsOf())
 		}

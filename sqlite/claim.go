@@ -84,14 +84,19 @@ func uniq(names []string) []string {
 // candidate is a pending job a claim may take.
 type candidate struct {
 	id, runAt int64
+	turn      int64 // its place in claim order: run_at, or later for a key served since
 	priority  int
 	queue     string
 	group     string // "" for an ungrouped job
 }
 
-// claimOrder orders candidates by priority, run_at, id.
+// claimOrder orders candidates by priority, turn, run_at, id. A keyed
+// job's turn is the later of its run_at and the last time a claim took
+// jobs of its key, so keys take turns within a priority; along a key's
+// stream the turn never goes back, so any cut is a prefix of it.
 func claimOrder(a, b candidate) int {
-	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.turn, b.turn),
+		cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
 }
 
 // groupLook is what a claim saw of one group (key) it found through a
@@ -186,11 +191,16 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 				continue
 			}
 			at := micros(b.NextStart(now))
+			turn := g.key.servedAt
+			if taken[g.name] > 0 {
+				turn = nowUS
+			}
 			for _, m := range firstPerQueue(g.heads, picked) {
 				if b.Interval > 0 && at > m.runAt {
 					m.runAt = at
 					next = append(next, time.UnixMicro(at))
 				}
+				m.runAt = max(m.runAt, turn)
 				marks = append(marks, m)
 			}
 		}
@@ -290,6 +300,9 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 			if g.heads, err = queryCandidates(ctx, tx, groupHeadSQL, name, nowUS, fetch); err != nil {
 				return nil, err
 			}
+			for i := range g.heads {
+				g.heads[i].turn = max(g.heads[i].runAt, k.servedAt)
+			}
 		}
 		looks = append(looks, g)
 	}
@@ -314,6 +327,7 @@ func queryCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any)
 			return nil, err
 		}
 		c.group = group.String
+		c.turn = c.runAt
 		out = append(out, c)
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
@@ -376,6 +390,7 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 	for _, g := range groups {
 		free, ok := known[g]
 		var next time.Time
+		var turn int64
 		if !ok {
 			k, err := readKey(ctx, tx, g)
 			if err != nil {
@@ -383,6 +398,7 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 			}
 			free = k.free()
 			next = k.bucket.NextStart(now)
+			turn = k.servedAt
 		}
 		if free <= 0 {
 			continue
@@ -395,6 +411,7 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 			if !next.IsZero() {
 				m.runAt = max(m.runAt, micros(next))
 			}
+			m.runAt = max(m.runAt, turn)
 			due = due || m.runAt <= nowUS
 			marks = append(marks, m)
 		}

@@ -35,8 +35,9 @@ var defaultLimit = keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}}
 // keyState is a key's row, or what a missing row stands for: nothing
 // running, a full bucket, and the limit that governs the key now.
 type keyState struct {
-	exists  bool
-	running int
+	exists   bool
+	running  int
+	servedAt int64 // when a claim last took jobs of the key (Unix µs), or 0
 	keyLimit
 }
 
@@ -68,8 +69,9 @@ func readKeys(ctx context.Context, tx *sql.Tx, keys []string) ([]keyState, error
 			iv    int64
 			burst int
 			tat   sql.NullInt64
+			sv    sql.NullInt64
 		)
-		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &tat)
+		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &tat, &sv)
 		if errors.Is(err, sql.ErrNoRows) {
 			missing = append(missing, key)
 			continue
@@ -78,6 +80,7 @@ func readKeys(ctx context.Context, tx *sql.Tx, keys []string) ([]keyState, error
 			return nil, err
 		}
 		k.exists = true
+		k.servedAt = sv.Int64
 		k.bucket = bucketOf(iv, burst, tat)
 	}
 	if len(missing) == 0 {
@@ -162,14 +165,19 @@ func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now
 	if ok, _ := b.Take(now, n); !ok {
 		return b, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
 	}
-	return b, saveKey(ctx, tx, key, k, n, b)
+	return b, saveKey(ctx, tx, key, k, n, b, micros(now))
 }
 
-// saveKey adds n to key's running count and stores bucket b's tat,
-// creating its row with k's limit when it has none.
-func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b storekit.Bucket) error {
+// saveKey adds n to key's running count, stores bucket b's tat and, when
+// servedAt is not 0, the time a claim last took jobs of the key, creating
+// its row with k's limit when it has none.
+func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b storekit.Bucket, servedAt int64) error {
+	var sv any
+	if servedAt != 0 {
+		sv = servedAt
+	}
 	_, err := tx.ExecContext(ctx, keySaveSQL, key, n, k.maxRunning, k.limitKey,
-		b.Interval.Microseconds(), b.Burst, tatValue(b))
+		b.Interval.Microseconds(), b.Burst, tatValue(b), sv)
 	return err
 }
 
@@ -481,7 +489,7 @@ func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.Tok
 		if k.exists && (!ok || b.Interval <= 0) {
 			return nil // nothing to write
 		}
-		return saveKey(ctx, tx, key, k, 0, b)
+		return saveKey(ctx, tx, key, k, 0, b, 0)
 	})
 	if never != nil {
 		return readpast.TokenGrant{}, never

@@ -115,6 +115,11 @@ func TestTemplateKeyMarkedInEveryQueueAfterItsRowWent(t *testing.T) {
 	if err != nil || len(held) != 2 {
 		t.Fatalf("claimed %d, %v; want 2", len(held), err)
 	}
+	// A row that has no turn to keep (as rows from before schema 9, which
+	// recorded none) goes with its last running job, though jobs wait.
+	if _, err := s.DB().Exec(`UPDATE readpast_groups SET served_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
 	cs := make([]readpast.Completion, len(held))
 	for i, j := range held {
 		cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
@@ -133,7 +138,8 @@ func TestTemplateKeyMarkedInEveryQueueAfterItsRowWent(t *testing.T) {
 }
 
 // A key's row stays while its bucket is not full, even with nothing
-// running, and PruneGroups deletes it once it is (and rows TakeTokens
+// running, and while a key that was served has jobs waiting (its turn);
+// PruneGroups deletes it once neither holds (and rows TakeTokens
 // created); a claim that creates the row again resolves its limit.
 func TestPruneGroupsKeepsBucketsUntilFull(t *testing.T) {
 	s := openTemp(t)
@@ -181,8 +187,24 @@ func TestPruneGroupsKeepsBucketsUntilFull(t *testing.T) {
 		t.Fatalf("PruneGroups = %d, %v, left %s; want only free's row pruned", n, err, keys())
 	}
 	time.Sleep(350 * time.Millisecond)
+	// r:1's bucket is full, but it was served and has a job waiting: its
+	// row keeps the key's turn.
+	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 0 || keys() != "[r:1]" {
+		t.Fatalf("PruneGroups with r:1's job waiting = %d, %v, left %s; want its row kept", n, err, keys())
+	}
+	held, err = s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 10, Lease: time.Minute})
+	if err != nil || len(held) != 1 {
+		t.Fatalf("claimed %d, %v; want 1", len(held), err)
+	}
+	if res, err := s.Complete(ctx, []readpast.Completion{{ID: held[0].ID, Token: held[0].Token}}); err != nil || res[0] != nil {
+		t.Fatal(res, err)
+	}
+	time.Sleep(350 * time.Millisecond)
 	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 1 || keys() != "[]" {
-		t.Fatalf("PruneGroups with r:1's bucket full = %d, %v, left %s", n, err, keys())
+		t.Fatalf("PruneGroups with r:1's bucket full and nothing waiting = %d, %v, left %s", n, err, keys())
+	}
+	if _, err := s.Enqueue(ctx, keyJobs("", "r:1", 2)); err != nil {
+		t.Fatal(err)
 	}
 	held, err = s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 10, Lease: time.Minute})
 	if err != nil || len(held) != 1 {
@@ -243,6 +265,7 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	s := openTemp(t)
 	path := s.Path()
 	for _, q := range []string{
+		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,
 		`DROP INDEX readpast_groups_limit`,
 		`ALTER TABLE readpast_groups DROP COLUMN limit_key`,

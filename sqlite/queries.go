@@ -89,13 +89,14 @@ LIMIT ?3`
 	dropDueMarksSQL = `DELETE FROM readpast_group_ready
 WHERE group_key IN (SELECT value FROM json_each(?1)) AND run_at <= ?2`
 	// insertMarksSQL adds the marks in ?1, a JSON array of
-	// [queue, priority, run_at, job_id, group_key].
+	// [queue, priority, run_at, job_id, group_key], each at its key's
+	// turn: the later of run_at and the key's served_at.
 	insertMarksSQL = `INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?1)`
+SELECT value ->> 0, value ->> 1, max(value ->> 2, coalesce((SELECT served_at FROM readpast_groups g WHERE g.group_key = value ->> 4), 0)), value ->> 3, value ->> 4 FROM json_each(?1)`
 	// markJobsSQL marks each pending grouped job of ?1 (a JSON array of
-	// ids) at its place in claim order.
+	// ids) at its place in claim order: its key's turn.
 	markJobsSQL = `INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-SELECT queue, priority, run_at, id, group_key FROM readpast_jobs
+SELECT queue, priority, max(run_at, coalesce((SELECT served_at FROM readpast_groups g WHERE g.group_key = readpast_jobs.group_key), 0)), id, group_key FROM readpast_jobs
 WHERE id IN (SELECT value FROM json_each(?1)) AND group_key IS NOT NULL AND state = 'pending'`
 	// claimUpdateSQL takes the chosen jobs (?1: JSON array of ids) under
 	// the claim's token ?5.
@@ -116,10 +117,11 @@ WHERE group_key IN (SELECT key FROM json_each(?1))`
 	// A row is forgotten once nothing runs and its bucket is full (tat
 	// past ?2): what a missing row means. Declared limits stay in
 	// readpast_limits; a claim that creates the row again resolves them.
-	// A row whose bucket is not full yet stays for PruneGroups. It
+	// A row whose bucket is not full yet stays for PruneGroups, and so
+	// does the turn (served_at) of a key that has jobs waiting. It
 	// returns the rows' max_running, their free slots now.
 	groupForgetSQL = `DELETE FROM readpast_groups
-WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND group_key IN (SELECT key FROM json_each(?1))
+WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending')) AND group_key IN (SELECT key FROM json_each(?1))
 RETURNING group_key, max_running`
 )
 
@@ -372,7 +374,7 @@ ORDER BY t.job_id LIMIT ?7`
 // governs the key when a row is created again.
 const (
 	// keyRowSQL reads key ?1's row.
-	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, tat
+	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, tat, served_at
 FROM readpast_groups WHERE group_key = ?1`
 	// resolveLimitsSQL reads the declared limits that may govern the keys
 	// in ?1 (a JSON array): every template (index
@@ -383,11 +385,13 @@ WHERE substr(key, -1) = '*'
 UNION ALL
 SELECT key, concurrency, interval_us, burst FROM readpast_limits
 WHERE key IN (SELECT value FROM json_each(?1)) AND substr(key, -1) <> '*'`
-	// keySaveSQL counts ?2 more running jobs of key ?1 and sets its tat
-	// to ?7, creating its row with the limit ?3..?6 when it has none.
-	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat`
+	// keySaveSQL counts ?2 more running jobs of key ?1, sets its tat to
+	// ?7 and, unless ?8 is NULL, its served_at to ?8, creating its row with
+	// the limit ?3..?6 when it has none.
+	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat, served_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat,
+    served_at = coalesce(excluded.served_at, served_at)`
 	// keysFromSQL lists the key rows from ?1 on, with their limits, in key
 	// (byte) order: the rows whose key starts with ?1 come first
 	// (governedKeys stops at the first that does not).
@@ -411,7 +415,8 @@ ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = exclu
 	limitKeysSQL = `SELECT group_key, running, max_running, interval_us, burst, tat FROM readpast_groups
 WHERE limit_key = ?1 ORDER BY group_key LIMIT ?2`
 	// pruneGroupsSQL deletes up to ?2 rows of idle keys: nothing running
-	// and a full bucket at ?1, what a missing row means.
+	// and a full bucket at ?1, what a missing row means, and no turn to
+	// keep (never served, or nothing waiting).
 	pruneGroupsSQL = `DELETE FROM readpast_groups WHERE group_key IN (
-    SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1) LIMIT ?2)`
+    SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending')) LIMIT ?2)`
 )

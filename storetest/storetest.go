@@ -135,6 +135,8 @@ func Run(t *testing.T, h Harness) {
 		{"RetrySpendsAToken", testRetrySpendsAToken},
 		{"TakeTokens", testTakeTokens},
 		{"RateLimitsUnderStress", testRateLimitsUnderStress},
+		{"KeysTakeTurns", testKeysTakeTurns},
+		{"TurnsKept", testTurnsKept},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

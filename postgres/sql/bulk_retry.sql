@@ -62,7 +62,7 @@ changes AS (
 {{template "count_changes"}},
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM revived WHERE group_key IS NOT NULL
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM revived WHERE group_key IS NOT NULL
 ),
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM revived LIMIT 1) r

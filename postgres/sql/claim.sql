@@ -37,15 +37,21 @@
 --   the tokens its bucket has at claim_time, and $3, whichever is least.
 -- heads: per decided group, its first due pending jobs across all queues
 --   (a group is one ordered stream), as many as it has free slots, plus
---   one to mark when this claim's own limit is what stops it.
+--   one to mark when this claim's own limit is what stops it. Each has a
+--   turn: the later of its run_at and when a claim last took jobs of its
+--   key (served_at), so that keys take turns within a priority.
 -- taken_heads: those heads in our queues, locked SKIP LOCKED; the state
 --   and run-at are re-checked on the newest row version, so a head claimed,
 --   finished or rescheduled since the snapshot is left alone.
--- picked: the first $3 of both kinds in claim order.
+-- picked: the first $3 of both kinds in claim order, a keyed job at its
+--   turn (an ungrouped job's turn is its run_at): priority, turn, run_at,
+--   id. Along a key's stream the turn never goes back, so any cut is a
+--   prefix of it.
 -- created / bumped: the key rows count their newly running jobs and, with
---   a rate, move tat on by one interval a start. A key created by another
---   transaction since the snapshot conflicts, nothing is inserted, and
---   that key's jobs are not claimed.
+--   a rate, move tat on by one interval a start; served_at becomes the
+--   claim's time. A key created by another transaction since the
+--   snapshot conflicts, nothing is inserted, and that key's jobs are not
+--   claimed.
 -- held: the groups whose rows this claim holds (locked or created).
 -- claimed (fragments/claim_jobs.sql): the picked jobs, ungrouped or of a
 --   group this claim holds, become running.
@@ -54,8 +60,11 @@
 --   marks does not clog the front of the claim order), and each such group
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue (left_heads): at the job's run_at, or at the
---   bucket's next start when its tokens ran out (paced), so a key out of
---   tokens costs no claim anything until then; wake announces those times
+--   bucket's next start when its tokens ran out (paced), and never
+--   before its turn (for a key this claim took jobs of, the start of
+--   this claim's transaction: a claim that began before this one's clock
+--   read, and reads this mark, counts it as due); so a key out of tokens
+--   costs no claim anything until then; wake announces those times
 --   (the earliest 256, "due:" as for jobs enqueued for later) so that
 --   every process's claimers wake for each. Marks of jobs not yet due
 --   stay: nobody else would mark those jobs when they come due.
@@ -89,7 +98,7 @@ marked AS (
     SELECT DISTINCT group_key FROM marks WHERE readpast_stall('claim.group_rows', group_key)
 ),
 locked AS (
-    SELECT group_key, running, max_running, interval_us, burst, tat
+    SELECT group_key, running, max_running, interval_us, burst, tat, served_at
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR UPDATE SKIP LOCKED
@@ -105,7 +114,7 @@ new_keys AS (
 ),
 new_groups AS (
     SELECT n.group_key, 0 AS running, k.max_running, k.interval_us, k.burst,
-           NULL::timestamptz AS tat, k.limit_key
+           NULL::timestamptz AS tat, NULL::timestamptz AS served_at, k.limit_key
     FROM new_keys n
     CROSS JOIN LATERAL readpast_key_limit(n.group_key) k
     WHERE k.ok
@@ -121,14 +130,15 @@ decided AS (
                  ELSE greatest(floor((g.burst * g.interval_us
                          - greatest(extract(epoch FROM g.tat - t.at) * 1000000, 0)) / g.interval_us), 0)::bigint
                  END) AS takes,
-           g.interval_us, g.burst, greatest(g.tat, t.at) AS base
-    FROM (SELECT group_key, running, max_running, interval_us, burst, tat FROM locked
+           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at
+    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at FROM locked
           UNION ALL
-          SELECT group_key, running, max_running, interval_us, burst, tat FROM new_groups) g
+          SELECT group_key, running, max_running, interval_us, burst, tat, served_at FROM new_groups) g
     CROSS JOIN claim_time t
 ),
 heads AS (
-    SELECT h.id, h.queue, h.priority, h.run_at, d.group_key, h.rn <= d.takes AS claimable
+    SELECT h.id, h.queue, h.priority, h.run_at, greatest(h.run_at, d.served_at) AS turn,
+           d.group_key, h.rn <= d.takes AS claimable
     FROM decided d
     CROSS JOIN LATERAL (
         SELECT id, queue, priority, run_at, row_number() OVER (ORDER BY priority, run_at, id) AS rn
@@ -148,18 +158,21 @@ taken_heads AS (
 ),
 picked AS (
     SELECT id, group_key
-    FROM (SELECT * FROM ungrouped UNION ALL SELECT * FROM taken_heads) c
-    ORDER BY priority, run_at, id
+    FROM (SELECT id, priority, run_at AS turn, run_at, group_key FROM ungrouped
+          UNION ALL
+          SELECT t.id, t.priority, h.turn, t.run_at, t.group_key FROM taken_heads t JOIN heads h USING (id)) c
+    ORDER BY priority, turn, run_at, id
     LIMIT $3
 ),
 counts AS (
     SELECT group_key, count(*)::int AS n FROM picked WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 created AS (
-    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, limit_key, tat)
+    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, limit_key, tat, served_at)
     SELECT n.group_key, coalesce(c.n, 0), n.max_running, n.interval_us, n.burst, n.limit_key,
            CASE WHEN n.interval_us > 0
-           THEN t.at + coalesce(c.n, 0) * n.interval_us * interval '1 microsecond' END
+           THEN t.at + coalesce(c.n, 0) * n.interval_us * interval '1 microsecond' END,
+           CASE WHEN c.n > 0 THEN t.at END
     FROM new_groups n LEFT JOIN counts c USING (group_key) CROSS JOIN claim_time t
     ORDER BY n.group_key
     ON CONFLICT (group_key) DO NOTHING
@@ -170,7 +183,8 @@ bumped AS (
     SET running = g.running + c.n,
         tat = CASE WHEN g.interval_us > 0
               THEN greatest(g.tat, t.at) + c.n * g.interval_us * interval '1 microsecond'
-              ELSE g.tat END
+              ELSE g.tat END,
+        served_at = greatest(g.served_at, t.at)
     FROM counts c, claim_time t
     WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM counts))
       AND g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
@@ -191,11 +205,12 @@ paced AS (
     SELECT d.group_key,
            CASE WHEN d.interval_us > 0
            THEN d.base + (coalesce(c.n, 0) - d.burst + 1) * d.interval_us * interval '1 microsecond'
-           END AS next_start
+           END AS next_start,
+           CASE WHEN c.n > 0 THEN now() ELSE d.served_at END AS mark_at
     FROM decided d LEFT JOIN counts c USING (group_key)
 ),
 left_heads AS (
-    SELECT h.queue, h.priority, greatest(h.run_at, p.next_start) AS run_at, h.id, h.group_key,
+    SELECT h.queue, h.priority, greatest(h.run_at, p.next_start, p.mark_at) AS run_at, h.id, h.group_key,
            p.next_start > h.run_at AS throttled
     FROM heads h JOIN paced p USING (group_key)
     WHERE h.group_key IN (SELECT group_key FROM held)

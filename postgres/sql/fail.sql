@@ -35,7 +35,7 @@ retried AS (
 ),
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM retried WHERE group_key IS NOT NULL
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM retried WHERE group_key IS NOT NULL
 ),
 {{template "fail_for_good" "target"}},
 {{template "count_changes"}},

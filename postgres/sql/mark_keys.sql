@@ -7,7 +7,7 @@
 -- Marks are hints: one too many costs a claim one look.
 WITH marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT DISTINCT ON (k.key, j.queue) j.queue, j.priority, j.run_at, j.id, k.key
+    SELECT DISTINCT ON (k.key, j.queue) j.queue, j.priority, readpast_turn(k.key, j.run_at), j.id, k.key
     FROM unnest($1::text[]) AS k(key)
     CROSS JOIN LATERAL (
         SELECT id, queue, priority, run_at

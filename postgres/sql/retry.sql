@@ -54,7 +54,7 @@ changed AS (
 ),
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM changed WHERE group_key IS NOT NULL
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM changed WHERE group_key IS NOT NULL
 ),
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM changed LIMIT 1) c

@@ -43,7 +43,7 @@ changes AS (
 {{template "count_changes"}},
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM job WHERE group_key IS NOT NULL
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM job WHERE group_key IS NOT NULL
 ),
 run AS (
     INSERT INTO readpast_schedule_runs (schedule, tick, job_id, catch_up)

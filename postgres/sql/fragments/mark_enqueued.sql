@@ -12,7 +12,7 @@ free. Marks have no unique key: inserting one waits on nobody.
 */}}{{define "mark_enqueued"}}
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key
     FROM (SELECT queue, priority, run_at, id, group_key,
                  row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
                                     ORDER BY priority, run_at, id) AS rn

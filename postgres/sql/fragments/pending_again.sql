@@ -13,7 +13,7 @@ changed.
 */}}{{define "pending_again"}}
 marked AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, run_at, id, group_key FROM {{.}} WHERE group_key IS NOT NULL
+    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM {{.}} WHERE group_key IS NOT NULL
 ),
 freeing AS (
     SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key

@@ -1,0 +1,150 @@
+package readpast_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/postgres"
+)
+
+var turnsSoak = flag.Bool("turns.soak", false,
+	"run TestTurnsUnderLoad at full scale: a backlog of 100,000 jobs on one key, 1,000 keys of one job each, 4 clients x 32 workers, and p99 of their waits at most 100 ms")
+
+// TestTurnsUnderLoad: one key holds a backlog that keeps every worker
+// busy, and other keys enqueue one job each meanwhile, every few
+// milliseconds. Each of those jobs must start before the big key starts
+// more than a few claims' worth of jobs after its enqueue: keys take
+// turns, so the backlog delays it by about one claim, not by the
+// backlog. The waits (started_at minus enqueue, on the database's clock)
+// go to the log; with -turns.soak, at full scale, their p99 must be at
+// most 100 ms.
+//
+//	go test -run TestTurnsUnderLoad -count=1 -v . -args -turns.soak
+func TestTurnsUnderLoad(t *testing.T) {
+	// Handlers take work to 2 x work: the backlog outlasts the small
+	// keys' enqueues.
+	big, small, clients, workers := 20_000, 100, 1, 32
+	spacing, work := 10*time.Millisecond, 10*time.Millisecond
+	if *turnsSoak {
+		big, small, clients, workers = 100_000, 1_000, 4, 32
+		spacing, work = 2*time.Millisecond, 20*time.Millisecond
+	}
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	base, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < big; n += 1000 {
+		ps := make([]readpast.EnqueueParams, min(1000, big-n))
+		for i := range ps {
+			ps[i] = readpast.EnqueueParams{Kind: "work", Group: "t:big"}
+		}
+		if _, err := base.Enqueue(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu        sync.Mutex
+		bigStarts []time.Time
+		started   = map[int64]time.Time{}
+		done      = make(chan struct{})
+	)
+	smallIDs := map[int64]bool{}
+	w := readpast.NewWorkers()
+	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
+		mu.Lock()
+		if *job.Group == "t:big" {
+			bigStarts = append(bigStarts, *job.StartedAt)
+		} else {
+			started[job.ID] = *job.StartedAt
+			if len(started) == small {
+				close(done)
+			}
+		}
+		mu.Unlock()
+		time.Sleep(work + rand.N(work))
+		return nil, nil
+	}, nil)
+	cs := startPGClients(t, url, clients, workers, w)
+	defer func() {
+		for _, c := range cs {
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			c.Stop(sctx)
+			cancel()
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the backlog is being drained
+	enqueued := map[int64]time.Time{}
+	for i := range small {
+		js, err := base.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "work", Group: fmt.Sprint("t:small", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		smallIDs[js[0].ID] = true
+		mu.Unlock()
+		enqueued[js[0].ID] = js[0].RunAt
+		time.Sleep(spacing)
+	}
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%d of %d small keys' jobs started in 2 minutes", len(started), small)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(bigStarts, time.Time.Compare)
+	var waits []time.Duration
+	worstBetween := 0
+	for id, at := range enqueued {
+		st := started[id]
+		waits = append(waits, st.Sub(at))
+		// The big key's starts after this job was enqueued and before it
+		// started.
+		from, _ := slices.BinarySearchFunc(bigStarts, at, time.Time.Compare)
+		to, _ := slices.BinarySearchFunc(bigStarts, st, time.Time.Compare)
+		worstBetween = max(worstBetween, to-from)
+	}
+	slices.Sort(waits)
+	last := waits[len(waits)-1]
+	p := func(q float64) time.Duration { return waits[int(q*float64(len(waits)-1))] }
+	var lastSmall time.Time
+	for _, st := range started {
+		if st.After(lastSmall) {
+			lastSmall = st
+		}
+	}
+	// The big key's jobs not yet started when the last small key's job did.
+	left, _ := slices.BinarySearchFunc(bigStarts, lastSmall, time.Time.Compare)
+	left = big - left
+	t.Logf("backlog of %d jobs on one key, %d keys of one job each (one every %v), %d clients x %d workers, handlers of %v-%v: waits p50 %v, p99 %v, max %v; at most %d of the big key's jobs started while one of them waited; %d of the big key's jobs were still waiting when the last of them started",
+		big, small, spacing, clients, workers, work, 2*work, p(0.5).Round(time.Millisecond), p(0.99).Round(time.Millisecond), last.Round(time.Millisecond), worstBetween, left)
+	if left == 0 {
+		t.Errorf("the big key's backlog ran out before the last small key's job started: nothing was tested against a backlog")
+	}
+	// Claims in flight when a job is enqueued may each take a claim's
+	// worth of the big key (at most the free workers of a client), and so
+	// may the claim that serves the big key next; then the job goes first.
+	if bound := 3 * clients * workers; worstBetween > bound {
+		t.Errorf("the big key started %d jobs while a small key's job waited, want at most %d (a few claims): the backlog held it back", worstBetween, bound)
+	}
+	if *turnsSoak && p(0.99) > 100*time.Millisecond {
+		t.Errorf("p99 of the small keys' waits is %v, want at most 100 ms", p(0.99))
+	}
+}
