@@ -118,10 +118,13 @@ WHERE group_key IN (SELECT key FROM json_each(?1))`
 	// past ?2): what a missing row means. Declared limits stay in
 	// readpast_limits; a claim that creates the row again resolves them.
 	// A row whose bucket is not full yet stays for PruneGroups, and so
-	// does the turn (served_at) of a key that has jobs waiting. It
+	// does the turn (served_at) of a key with a job waiting that is due
+	// before it (a job due later takes its place at its run_at anyway). It
 	// returns the rows' max_running, their free slots now.
 	groupForgetSQL = `DELETE FROM readpast_groups
-WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending')) AND group_key IN (SELECT key FROM json_each(?1))
+WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
+    WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))
+  AND group_key IN (SELECT key FROM json_each(?1))
 RETURNING group_key, max_running`
 )
 
@@ -416,7 +419,10 @@ ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = exclu
 WHERE limit_key = ?1 ORDER BY group_key LIMIT ?2`
 	// pruneGroupsSQL deletes up to ?2 rows of idle keys: nothing running
 	// and a full bucket at ?1, what a missing row means, and no turn to
-	// keep (never served, or nothing waiting).
+	// keep (never served, or no job waiting that is due before the turn).
 	pruneGroupsSQL = `DELETE FROM readpast_groups WHERE group_key IN (
-    SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending')) LIMIT ?2)`
+    SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1)
+      AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
+          WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))
+    LIMIT ?2)`
 )

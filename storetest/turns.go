@@ -128,6 +128,27 @@ func testTurnsKept(t *testing.T, h Harness) {
 		}
 		wantSmall(t, s, 2)
 	})
+	t.Run("RowPrunedWhenTheTurnNoLongerMatters", func(t *testing.T) {
+		// A served key whose waiting jobs all come due after its turn (a
+		// job that enqueues the next one for tomorrow) keeps no row: the
+		// job takes its place at its run-at anyway.
+		s, c := setup(t, 1000, 2, 2)
+		enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "t:big", RunAt: time.Now().Add(time.Hour)})
+		complete(t, s, c)
+		p := s.(readpast.GroupPruner)
+		if _, err := p.PruneGroups(ctxT(t), 100); err != nil {
+			t.Fatal(err)
+		}
+		gs, err := h.Groups(ctxT(t), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gs {
+			if g.Group == "t:big" && g.Row {
+				t.Fatalf("t:big's row was kept (%+v), though its one waiting job comes due an hour after its turn", g)
+			}
+		}
+	})
 	t.Run("EnqueuedWithAPastRunAt", func(t *testing.T) {
 		s, _ := setup(t, 1000, 1, 1)
 		enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "t:big", RunAt: time.Now().Add(-time.Hour)})

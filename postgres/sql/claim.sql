@@ -206,7 +206,7 @@ paced AS (
            CASE WHEN d.interval_us > 0
            THEN d.base + (coalesce(c.n, 0) - d.burst + 1) * d.interval_us * interval '1 microsecond'
            END AS next_start,
-           CASE WHEN c.n > 0 THEN now() ELSE d.served_at END AS mark_at
+           CASE WHEN c.n > 0 OR d.served_at > now() THEN now() ELSE d.served_at END AS mark_at
     FROM decided d LEFT JOIN counts c USING (group_key)
 ),
 left_heads AS (
