@@ -148,3 +148,112 @@ func TestTurnsUnderLoad(t *testing.T) {
 		t.Errorf("p99 of the small keys' waits is %v, want at most 100 ms", p(0.99))
 	}
 }
+
+// TestTurnsShareEqually: keys whose backlogs were enqueued one key after
+// another (so that run-at order alone would serve them one at a time)
+// share the workers: per second of the run, Jain's index of the keys'
+// starts, (Σx)² / (n·Σx²), 1 when every key started as many jobs and 1/n
+// when one key started them all. The indexes go to the log; with
+// -turns.soak, at full scale, each second's must be at least 0.95.
+//
+//	go test -run TestTurnsShareEqually -count=1 -v . -args -turns.soak
+func TestTurnsShareEqually(t *testing.T) {
+	keys, perKey, clients, workers, run := 20, 3_000, 2, 16, 3*time.Second
+	if *turnsSoak {
+		keys, perKey, clients, workers, run = 100, 5_000, 4, 32, 20*time.Second
+	}
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	base, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		for n := 0; n < perKey; n += 1000 {
+			ps := make([]readpast.EnqueueParams, min(1000, perKey-n))
+			for i := range ps {
+				ps[i] = readpast.EnqueueParams{Kind: "work", Group: fmt.Sprint("t:", k)}
+			}
+			if _, err := base.Enqueue(ctx, ps); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var (
+		mu     sync.Mutex
+		starts = map[string][]time.Time{}
+	)
+	w := readpast.NewWorkers()
+	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
+		mu.Lock()
+		starts[*job.Group] = append(starts[*job.Group], *job.StartedAt)
+		mu.Unlock()
+		time.Sleep(2*time.Millisecond + rand.N(2*time.Millisecond))
+		return nil, nil
+	}, nil)
+	cs := startPGClients(t, url, clients, workers, w)
+	time.Sleep(run)
+	for _, c := range cs {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c.Stop(sctx)
+		cancel()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var first, last time.Time
+	total := 0
+	for _, ss := range starts {
+		for _, s := range ss {
+			if first.IsZero() || s.Before(first) {
+				first = s
+			}
+			if s.After(last) {
+				last = s
+			}
+		}
+		total += len(ss)
+	}
+	var indexes []float64
+	for w0 := first.Add(time.Second); !w0.Add(time.Second).After(last); w0 = w0.Add(time.Second) {
+		var sum, squares float64
+		for k := range keys {
+			n := 0
+			for _, s := range starts[fmt.Sprint("t:", k)] {
+				if !s.Before(w0) && s.Before(w0.Add(time.Second)) {
+					n++
+				}
+			}
+			sum += float64(n)
+			squares += float64(n) * float64(n)
+		}
+		if squares > 0 {
+			indexes = append(indexes, sum*sum/(float64(keys)*squares))
+		}
+	}
+	if len(indexes) == 0 {
+		t.Fatalf("%d starts over %v: no whole second to measure", total, last.Sub(first))
+	}
+	drained := 0
+	for k := range keys {
+		if len(starts[fmt.Sprint("t:", k)]) == perKey {
+			drained++
+		}
+	}
+	sorted := slices.Clone(indexes)
+	slices.Sort(sorted)
+	t.Logf("%d keys of %d jobs each, enqueued one key after another; %d clients x %d workers, handlers of 2-4 ms, %v: %d starts; Jain's index per second: min %.3f, median %.3f over %d seconds; %d keys drained",
+		keys, perKey, clients, workers, run, total, sorted[0], sorted[len(sorted)/2], len(sorted), drained)
+	if drained > 0 {
+		t.Errorf("%d keys ran out of jobs during the run: the index would measure less than a backlog", drained)
+	}
+	if *turnsSoak && sorted[0] < 0.95 {
+		t.Errorf("Jain's index fell to %.3f in a second, want at least 0.95 in each: %v", sorted[0], indexes)
+	}
+}
