@@ -32,20 +32,7 @@ retried AS (
     WHERE j.id = e.id AND e.retry
     RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
-marked AS (
-    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM retried WHERE group_key IS NOT NULL
-),
-{{template "fail_for_good" "expired"}},
-{{template "count_changes"}},
-freeing AS (
-    SELECT group_key, count(*) AS n FROM expired WHERE group_key IS NOT NULL GROUP BY group_key
-),
-{{template "free_slots"}},
-ending AS (
-    SELECT id, unique_key FROM dead WHERE unique_key IS NOT NULL
-),
-{{template "release_keys"}},
+{{template "settle_failed" "expired"}},
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM expired LIMIT 1) e
 )

@@ -5,8 +5,8 @@ failed. Its argument names a CTE of the job rows this statement holds,
 and a CTE retried (queue text, ...) of the jobs it made pending again. It
 defines dead (the deleted live rows, with new_errors), moved, and
 changes, the statement's net change to the counts (for count_changes).
-Shared by fail.sql and rescue.sql, so that the history's columns and the
-counting are written once for both.
+Used by settle_failed (fail.sql and rescue.sql), so that the history's
+columns and the counting are written once for both.
 */}}{{define "fail_for_good"}}
 dead AS (
     DELETE FROM readpast_jobs j
