@@ -102,3 +102,109 @@ func getJob(t *testing.T, s *postgres.Store, id int64) *readpast.Job {
 	}
 	return j
 }
+
+// TestBulkRetryAndDeleteTakeAHeldJob: the same promise for the bulk actions
+// on finished jobs. Another transaction holds job 1's history row (an
+// operator's Retry or Delete, a retention prune) for longer than the bulk
+// action's rounds of retries:
+//   - waits: with the default bound the action waits for the row and acts
+//     on all three jobs once the holder commits;
+//   - bound: with a bound shorter than the hold it acts on the other two
+//     and returns a *readpast.SkippedError naming job 1, which is left as
+//     it was.
+func TestBulkRetryAndDeleteTakeAHeldJob(t *testing.T) {
+	for _, action := range []struct {
+		name string
+		bulk func(ctx context.Context, s *postgres.Store) (int, error)
+		done readpast.JobState // a job's state once the action took it ("" for gone)
+		left readpast.JobState // the held job's state when skipped
+	}{
+		{"retry",
+			func(ctx context.Context, s *postgres.Store) (int, error) {
+				return s.BulkRetry(ctx, readpast.JobFilter{Queue: "hq"})
+			},
+			readpast.StatePending, readpast.StateCancelled},
+		{"delete",
+			func(ctx context.Context, s *postgres.Store) (int, error) {
+				return s.BulkDelete(ctx, readpast.JobFilter{Queue: "hq"})
+			},
+			"", readpast.StateCancelled},
+	} {
+		for _, c := range []struct {
+			name string
+			wait time.Duration
+		}{{"waits", 0}, {"bound", 200 * time.Millisecond}} {
+			t.Run(action.name+"/"+c.name, func(t *testing.T) {
+				s := newStore(t)
+				ctx := context.Background()
+				if c.wait > 0 {
+					postgres.SetBulkWait(s, c.wait)
+				}
+				js, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "hq"}, {Kind: "k", Queue: "hq"}, {Kind: "k", Queue: "hq"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, j := range js { // both actions apply to cancelled jobs
+					if _, err := s.Cancel(ctx, j.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tx, err := s.Pool().Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = tx.Rollback(ctx) }()
+				if _, err := tx.Exec(ctx, "SELECT 1 FROM readpast_jobs_history WHERE id = $1 FOR UPDATE", js[0].ID); err != nil {
+					t.Fatal(err)
+				}
+				var (
+					n    int
+					berr error
+				)
+				bulkDone := async(func() error {
+					n, berr = action.bulk(ctx, s)
+					return nil
+				})
+				state := func(id int64) readpast.JobState {
+					j, err := s.Get(ctx, id)
+					if errors.Is(err, readpast.ErrNotFound) {
+						return ""
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					return j.State
+				}
+				if c.wait > 0 {
+					within(t, "the bulk action", c.wait+5*time.Second, bulkDone)
+					var skipped *readpast.SkippedError
+					if !errors.As(berr, &skipped) || !errors.Is(berr, readpast.ErrSkipped) || !slices.Equal(skipped.IDs, []int64{js[0].ID}) || n != 2 {
+						t.Fatalf("bulk %s returned %d, %v while job %d's row was held; want 2 and a SkippedError naming it", action.name, n, berr, js[0].ID)
+					}
+					if got := state(js[0].ID); got != action.left {
+						t.Fatalf("the skipped job is %q, want %q", got, action.left)
+					}
+					return
+				}
+				waitLockWait(t, s) // the action waits for job 1's row
+				select {
+				case <-bulkDone:
+					t.Fatalf("bulk %s returned %d, %v while job %d's row was still held", action.name, n, berr, js[0].ID)
+				default:
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				within(t, "the bulk action", 5*time.Second, bulkDone)
+				if n != 3 || berr != nil {
+					t.Fatalf("bulk %s returned %d, %v; want 3 and no error", action.name, n, berr)
+				}
+				for _, j := range js {
+					if got := state(j.ID); got != action.done {
+						t.Fatalf("job %d is %q after bulk %s, want %q", j.ID, got, action.name, action.done)
+					}
+				}
+			})
+		}
+	}
+}
