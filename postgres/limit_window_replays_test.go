@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -194,4 +195,102 @@ func TestLimitChangeWaitsForARowBeingCreated(t *testing.T) {
 		t.Fatalf("after PutLimit claimed %d, want c:1's 2 others and c:2's", len(more))
 	}
 	checkGroups(t, s)
+}
+
+// TestRescueRacingALateCompletionOfALimitedKey: the attempt of a key whose
+// limit is one at a time outlives its lease, and its completion comes late,
+// racing the rescue of the same attempt. Whichever wins, the key's slot is
+// freed once and its token spent once:
+//   - rescue first: the completion stops before it locks the job's row
+//     (its snapshot shows the job running under its token); the rescue
+//     ends the attempt and frees the slot; the completion goes on, finds
+//     the job pending, and is refused as stale, freeing nothing;
+//   - completion first: the completion stops after it took the job's row,
+//     before the key's row (finish.group_rows); the rescue passes the held
+//     row over; the completion goes on and frees the slot.
+//
+// After either, the key's counter matches its running jobs, a claim takes
+// exactly one more of its jobs, and the key's bucket counts every start
+// (a freed slot never gives a token back).
+func TestRescueRacingALateCompletionOfALimitedKey(t *testing.T) {
+	for _, c := range []struct {
+		place       string
+		rescued     int               // what the rescue ends while the completion is stopped
+		stale       bool              // the completion refused
+		state       readpast.JobState // the raced job's state at the end
+		tokensAfter int               // the key's tokens once the next job is claimed
+	}{
+		{"complete.before_locks", 1, true, readpast.StateRunning, 1},
+		{"finish.group_rows", 0, false, readpast.StateSucceeded, 1},
+	} {
+		t.Run(c.place, func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t)
+			defer s.Close()
+			putLimit(t, s, readpast.Limit{Key: "rk", Concurrency: 1, Rate: 1, Per: time.Hour, Burst: 3})
+			keyJobs(t, s, "rk", "qr", 2)
+			p := claimQ("w1", 10, "qr")
+			p.Lease = 50 * time.Millisecond
+			first, err := s.Claim(ctx, p)
+			if err != nil || len(first) != 1 {
+				t.Fatalf("the first claim took %d jobs (%v), want 1 (concurrency 1)", len(first), err)
+			}
+			finisher := newStall(t, s, c.place)
+			var errs []error
+			done := async(func() error {
+				var err error
+				errs, err = finisher.store.Complete(ctx, []readpast.Completion{{ID: first[0].ID, Token: first[0].Token}})
+				return err
+			})
+			finisher.waitBlocked()
+			time.Sleep(150 * time.Millisecond) // the lease runs out
+			// Rescue until the attempt is ended, or for 200 ms when the
+			// completion holds its row.
+			var rescued int
+			wait := 200 * time.Millisecond
+			if c.rescued > 0 {
+				wait = 2 * time.Second
+			}
+			for deadline := time.Now().Add(wait); rescued < c.rescued || c.rescued == 0; {
+				n, err := s.RescueExpired(ctx, 100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rescued += n
+				if time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if rescued != c.rescued {
+				t.Fatalf("the rescue ended %d attempts while the completion was stopped at %s, want %d", rescued, c.place, c.rescued)
+			}
+			finisher.open()
+			within(t, "the late completion", 5*time.Second, done)
+			if stale := len(errs) == 1 && errors.Is(errs[0], readpast.ErrStaleToken); stale != c.stale {
+				t.Fatalf("the late completion returned %v; want stale: %v", errs, c.stale)
+			}
+			checkGroups(t, s)
+
+			p.Lease = time.Minute
+			next, err := s.Claim(ctx, p)
+			if err != nil || len(next) != 1 {
+				t.Fatalf("the next claim took %d jobs (%v), want 1: the key's one slot is free once", len(next), err)
+			}
+			if more, err := s.Claim(ctx, p); err != nil || len(more) != 0 {
+				t.Fatalf("a claim with the key's slot taken took %d jobs (%v), want 0", len(more), err)
+			}
+			checkGroups(t, s)
+			if j, err := s.Get(ctx, first[0].ID); err != nil || j.State != c.state {
+				t.Fatalf("the raced job: %+v, %v; want %s", j, err, c.state)
+			}
+			info, err := s.GetLimit(ctx, "rk")
+			if err != nil || len(info.Keys) != 1 {
+				t.Fatalf("GetLimit(rk) = %+v, %v", info, err)
+			}
+			if got := info.Keys[0].Tokens; got != c.tokensAfter {
+				t.Fatalf("the key has %d tokens after two starts with a burst of 3 an hour, want %d: a freed slot gives no token back", got, c.tokensAfter)
+			}
+		})
+	}
 }
