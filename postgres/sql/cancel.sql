@@ -5,10 +5,7 @@ WITH done AS (
     DELETE FROM readpast_jobs WHERE id = $1 RETURNING *
 ),
 moved AS (
-    INSERT INTO readpast_jobs_history
-        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
-         tags, snoozes)
+    {{template "history_insert"}}
     SELECT id, queue, kind, payload, priority, run_at, 'cancelled', attempt, max_attempts, token,
            worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until,
            tags, snoozes

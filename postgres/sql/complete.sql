@@ -29,10 +29,7 @@ done AS (
     RETURNING j.*
 ),
 moved AS (
-    INSERT INTO readpast_jobs_history
-        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
-         tags, snoozes)
+    {{template "history_insert"}}
     SELECT d.id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, d.token,
            worker, group_key, created_at, started_at, now(), errors, t.result, unique_key, unique_until,
            tags, snoozes

@@ -15,10 +15,7 @@ dead AS (
     RETURNING j.*, src.errors AS new_errors
 ),
 moved AS (
-    INSERT INTO readpast_jobs_history
-        (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts, token,
-         worker, group_key, created_at, started_at, finished_at, errors, result, unique_key, unique_until,
-         tags, snoozes)
+    {{template "history_insert"}}
     SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
            worker, group_key, created_at, started_at, now(), new_errors, NULL, unique_key, unique_until,
            tags, snoozes
