@@ -71,6 +71,12 @@ type run struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// keyOf, when set, names each enqueued job's key instead of the
+	// default mix of groups and rated keys; keyLimits are the limits of
+	// those keys the history is checked against too.
+	keyOf     func() string
+	keyLimits map[string]readpast.Limit
+
 	mu       sync.Mutex
 	procs    []*proc
 	gens     map[string]int
@@ -295,6 +301,8 @@ func (r *run) enqueue(d time.Duration, n int, failing bool) {
 			for i := range ps {
 				ps[i] = readpast.EnqueueParams{Kind: "work", MaxAttempts: 1000}
 				switch k := rand.IntN(8); {
+				case r.keyOf != nil:
+					ps[i].Group = r.keyOf()
 				case k < 4:
 					ps[i].Group = fmt.Sprint("g", rand.IntN(len(groupLimits)))
 				case k < 4+len(rateLimits):
@@ -434,6 +442,12 @@ func (r *run) measure() result {
 		t.Fatal(err)
 	}
 	limits, rates := checkedLimits()
+	for k, l := range r.keyLimits {
+		limits[k] = cmp.Or(l.Concurrency, 1<<30)
+		if l.Rate > 0 {
+			rates[k] = history.Rate{Interval: l.Per / time.Duration(l.Rate), Burst: l.Burst}
+		}
+	}
 	rep := history.Check(history.Input{Events: evs, Final: final, Limits: limits, Rates: rates, DBNow: now})
 	rep.BadLines = bad
 	res := result{Report: rep, events: evs, faults: r.faults}

@@ -1,0 +1,151 @@
+package faults_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/history"
+	"github.com/readpast/readpast/internal/pgtest"
+)
+
+var faultsLimits = flag.Bool("faults.limits", false,
+	"run TestLimitsExact at full scale: 8 worker processes x 64 workers, 1,000 keys, 10 minutes (-faults.duration sets the length)")
+
+// TestLimitsExact: worker processes drain jobs of many keys of one
+// template (concurrency 5, bursts of 10, 100 starts a second; 20 in the
+// short mode) while one worker process at a time is SIGKILLed and started
+// again, and PostgreSQL itself is SIGKILLed and restarted. Waves of jobs
+// to a few hot keys make their limits bind (below). The
+// history, over the whole run, must show no key running more than 5 jobs
+// at once and none starting more than its rate allows in any one-second
+// window (history.Check's group_over and rate_over), besides the checks
+// of every scenario. The short mode (part of the default run) has 2
+// processes x 16 workers, 100 keys, one kill of each kind; with
+// -faults.limits:
+//
+//	go test -run TestLimitsExact -count=1 -v -timeout 60m ./faults -args -faults.limits
+func TestLimitsExact(t *testing.T) {
+	// Jobs come in waves: for the first 0.4 s of every 2 s, 9 jobs in 10
+	// go to a few hot keys, which then get more than their rate and
+	// burst allow, so their limits bind; the rest of the time 1 in 10.
+	// On average the hot keys get less than their rate, so the backlog
+	// drains. Short mode: 200 jobs a second, 2 hot keys at 20 starts a
+	// second. Full: 800 a second, 4 hot keys at 100.
+	procs, workers, keys, hot, rate, perTick, d := 2, 16, 100, 2, 20, 10, loadFor(8*time.Second)
+	if *faultsLimits {
+		procs, workers, keys, hot, rate, perTick = 8, 64, 1000, 4, 100, 40
+		if *faultsDuration == 0 {
+			d = 10 * time.Minute
+		}
+	}
+	srv := pgtest.ServerFor(t, pgtest.Options{Settings: durable})
+	url := srv.URL(newDatabase(t, srv))
+	s := openPG(t, url)
+	r := newRun(t, "limits-exact", s, pgNow(s))
+	tmpl := readpast.Limit{Key: "c:*", Concurrency: 5, Rate: rate, Per: time.Second, Burst: 10}
+	if err := retry(r.ctx, func(ctx context.Context) error { _, err := s.PutLimit(ctx, tmpl); return err }); err != nil {
+		t.Fatal(err)
+	}
+	r.keyLimits = map[string]readpast.Limit{}
+	for i := range keys {
+		r.keyLimits[fmt.Sprint("c:", i)] = tmpl
+	}
+	wave := time.Now()
+	r.keyOf = func() string {
+		p := 1
+		if time.Since(wave)%(2*time.Second) < 400*time.Millisecond {
+			p = 9
+		}
+		if rand.IntN(10) < p {
+			return fmt.Sprint("c:", rand.IntN(hot))
+		}
+		return fmt.Sprint("c:", rand.IntN(keys))
+	}
+	spec := goWorker("postgres", url)
+	spec.Workers = workers
+	spec.Lease = 5 * time.Second
+	slots := make([]string, procs)
+	live := map[string]*proc{}
+	for i := range slots {
+		slots[i] = fmt.Sprint("w", i+1)
+		live[slots[i]] = r.worker(slots[i], spec)
+	}
+	r.enqueue(d, perTick, true)
+	start, end := time.Now(), time.Now().Add(d)
+	// PostgreSQL dies at a third and at two thirds of the run (once in
+	// the short mode, halfway); a worker process dies every 2-6 s
+	// (the short mode: once, at a quarter).
+	pgKills := []time.Duration{d / 3, 2 * d / 3}
+	if !*faultsLimits {
+		pgKills = []time.Duration{d / 2}
+	}
+	nextWorkerKill := start.Add(d / 4)
+	ctx := context.Background()
+	for time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+		if len(pgKills) > 0 && time.Since(start) >= pgKills[0] {
+			pgKills = pgKills[1:]
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second + rand.N(time.Second))
+			if err := srv.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r.fault("postgres back", time.Now())
+		}
+		if time.Now().After(nextWorkerKill) {
+			slot := slots[rand.IntN(len(slots))]
+			live[slot] = r.restart(live[slot], rand.N(300*time.Millisecond), func() *proc { return r.worker(slot, spec) })
+			nextWorkerKill = time.Now().Add(2*time.Second + rand.N(4*time.Second))
+			if !*faultsLimits {
+				nextWorkerKill = end
+			}
+		}
+	}
+	r.waitEnqueued()
+	if err := r.drain(5 * time.Minute); err != nil {
+		t.Error(err)
+	}
+	res := r.finish()
+	// The check proves something only where a limit bound: the busiest
+	// key must have started as many jobs in some second as its rate.
+	busiest, most := busiestSecond(res.events, r.keyLimits)
+	t.Logf("limits-exact: %d processes x %d workers, %d keys at %d/s (burst 10, concurrency 5), %v: the busiest key, %s, started %d jobs in one second",
+		procs, workers, keys, rate, d, busiest, most)
+	if most < rate {
+		t.Errorf("no key started %d jobs (its rate) in any second: the limits never bound", rate)
+	}
+}
+
+// busiestSecond returns the key of keys whose claims, by the time they
+// returned, fill a window of one second the most, and how many fill it.
+func busiestSecond(evs []history.Event, keys map[string]readpast.Limit) (string, int) {
+	at := map[string][]int64{}
+	for _, e := range evs {
+		if _, ok := keys[e.Group]; ok && e.Op == history.OpClaim && e.Ret != 0 {
+			at[e.Group] = append(at[e.Group], e.Ret)
+		}
+	}
+	var key string
+	most := 0
+	for k, ts := range at {
+		slices.Sort(ts)
+		i := 0
+		for j := range ts {
+			for ts[j]-ts[i] >= int64(time.Second) {
+				i++
+			}
+			if n := j - i + 1; n > most {
+				key, most = k, n
+			}
+		}
+	}
+	return key, most
+}
