@@ -85,18 +85,21 @@ func uniq(names []string) []string {
 type candidate struct {
 	id, runAt int64
 	turn      int64 // its place in claim order: run_at, or later for a key served since
+	round     int   // a keyed job's place among its key's heads, from 0; 0 for an ungrouped job
 	priority  int
 	queue     string
 	group     string // "" for an ungrouped job
 }
 
-// claimOrder orders candidates by priority, turn, run_at, id. A keyed
-// job's turn is the later of its run_at and the last time a claim took
-// jobs of its key, so keys take turns within a priority; along a key's
-// stream the turn never goes back, so any cut is a prefix of it.
+// claimOrder orders candidates by priority, round, turn, run_at, id. A
+// keyed job's turn is the later of its run_at and the last time a claim
+// took jobs of its key, so keys take turns within a priority, and its round
+// is its place among the heads of its key this claim read, so one claim
+// takes a job of each key it reads before a second of any. Along a key's
+// stream neither goes back, so any cut is a prefix of it.
 func claimOrder(a, b candidate) int {
-	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.turn, b.turn),
-		cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
+	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.round, b.round),
+		cmp.Compare(a.turn, b.turn), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
 }
 
 // groupLook is what a claim saw of one group (key) it found through a
@@ -134,6 +137,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 	for _, g := range looks {
 		for i, h := range g.heads {
 			if i < g.takes && slices.Contains(queues, h.queue) {
+				h.round = i
 				cands = append(cands, h)
 			}
 		}

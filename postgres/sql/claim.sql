@@ -44,9 +44,11 @@
 --   and run-at are re-checked on the newest row version, so a head claimed,
 --   finished or rescheduled since the snapshot is left alone.
 -- picked: the first $3 of both kinds in claim order, a keyed job at its
---   turn (an ungrouped job's turn is its run_at): priority, turn, run_at,
---   id. Along a key's stream the turn never goes back, so any cut is a
---   prefix of it.
+--   turn (an ungrouped job's turn is its run_at) and in its round (its
+--   place among its key's heads; an ungrouped job's is the first):
+--   priority, round, turn, run_at, id, so that a claim takes a job of each
+--   key it reads before a second of any. Along a key's stream neither the
+--   round nor the turn goes back, so any cut is a prefix of it.
 -- created / bumped: the key rows count their newly running jobs and, with
 --   a rate, move tat on by one interval a start; served_at becomes the
 --   claim's time. A key created by another transaction since the
@@ -138,7 +140,7 @@ decided AS (
 ),
 heads AS (
     SELECT h.id, h.queue, h.priority, h.run_at, greatest(h.run_at, d.served_at) AS turn,
-           d.group_key, h.rn <= d.takes AS claimable
+           h.rn, d.group_key, h.rn <= d.takes AS claimable
     FROM decided d
     CROSS JOIN LATERAL (
         SELECT id, queue, priority, run_at, row_number() OVER (ORDER BY priority, run_at, id) AS rn
@@ -158,10 +160,10 @@ taken_heads AS (
 ),
 picked AS (
     SELECT id, group_key
-    FROM (SELECT id, priority, run_at AS turn, run_at, group_key FROM ungrouped
+    FROM (SELECT id, priority, 1::bigint AS round, run_at AS turn, run_at, group_key FROM ungrouped
           UNION ALL
-          SELECT t.id, t.priority, h.turn, t.run_at, t.group_key FROM taken_heads t JOIN heads h USING (id)) c
-    ORDER BY priority, turn, run_at, id
+          SELECT t.id, t.priority, h.rn, h.turn, t.run_at, t.group_key FROM taken_heads t JOIN heads h USING (id)) c
+    ORDER BY priority, round, turn, run_at, id
     LIMIT $3
 ),
 counts AS (
