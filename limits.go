@@ -37,6 +37,12 @@ type Limit struct {
 	// Burst is how many starts may happen at once after a quiet spell; 0
 	// means Rate (a full period's worth).
 	Burst int `json:"burst,omitempty"`
+	// Weight is a key's share among the keys that take turns within a
+	// priority: one claim takes up to Weight jobs of the key in each of
+	// its rounds (a job of every key it reads, then a second, ...), so
+	// keys with backlogs start jobs in proportion to their weights. 0
+	// means 1.
+	Weight int `json:"weight,omitempty"`
 }
 
 // Bounds of a Limit.
@@ -50,6 +56,8 @@ const (
 	MaxPer = 24 * time.Hour
 	// MaxBurst caps Limit.Burst.
 	MaxBurst = 1_000_000
+	// MaxWeight caps Limit.Weight.
+	MaxWeight = 100
 )
 
 // Template reports whether the limit is a template ("prefix*").
@@ -74,6 +82,13 @@ func (l Limit) Normalize() (Limit, error) {
 	if l.Concurrency < 0 || l.Concurrency > MaxConcurrency {
 		return l, invalid("concurrency", "must be between 0 (no bound) and %d", MaxConcurrency)
 	}
+	if l.Weight < 0 || l.Weight > MaxWeight {
+		return l, invalid("weight", "must be between 1 and %d (0: 1)", MaxWeight)
+	}
+	weighted := l.Weight > 1
+	if l.Weight == 0 {
+		l.Weight = 1
+	}
 	if l.Rate < 0 {
 		return l, invalid("rate", "must not be negative")
 	}
@@ -81,8 +96,8 @@ func (l Limit) Normalize() (Limit, error) {
 		if l.Per != 0 || l.Burst != 0 {
 			return l, invalid("rate", "is required with per or burst")
 		}
-		if l.Concurrency == 0 {
-			return l, invalid("concurrency", "or a rate is required: a limit must bound something")
+		if l.Concurrency == 0 && !weighted {
+			return l, invalid("concurrency", "a rate or a weight is required: a limit must set something")
 		}
 		return l, nil
 	}

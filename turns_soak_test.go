@@ -162,51 +162,7 @@ func TestTurnsShareEqually(t *testing.T) {
 	if *turnsSoak {
 		keys, perKey, clients, workers, run = 100, 5_000, 4, 32, 20*time.Second
 	}
-	ctx := context.Background()
-	url := pgtest.URL(t)
-	base, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
-		t.Fatal(err)
-	}
-	for k := range keys {
-		for n := 0; n < perKey; n += 1000 {
-			ps := make([]readpast.EnqueueParams, min(1000, perKey-n))
-			for i := range ps {
-				ps[i] = readpast.EnqueueParams{Kind: "work", Group: fmt.Sprint("t:", k)}
-			}
-			if _, err := base.Enqueue(ctx, ps); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	var (
-		mu     sync.Mutex
-		starts = map[string][]time.Time{}
-	)
-	w := readpast.NewWorkers()
-	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
-		mu.Lock()
-		starts[*job.Group] = append(starts[*job.Group], *job.StartedAt)
-		mu.Unlock()
-		time.Sleep(2*time.Millisecond + rand.N(2*time.Millisecond))
-		return nil, nil
-	}, nil)
-	cs := startPGClients(t, url, clients, workers, w)
-	time.Sleep(run)
-	for _, c := range cs {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		c.Stop(sctx)
-		cancel()
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	starts := runBacklogs(t, keys, perKey, clients, workers, run, nil)
 	var first, last time.Time
 	total := 0
 	for _, ss := range starts {
@@ -255,5 +211,104 @@ func TestTurnsShareEqually(t *testing.T) {
 	}
 	if *turnsSoak && sorted[0] < 0.95 {
 		t.Errorf("Jain's index fell to %.3f in a second, want at least 0.95 in each: %v", sorted[0], indexes)
+	}
+}
+
+// runBacklogs enqueues perKey jobs to each of keys keys ("t:0", "t:1",
+// ...), one key after another, with weight(k) as key k's weight (nil: 1),
+// lets clients x workers work them for run and returns each key's starts.
+func runBacklogs(t *testing.T, keys, perKey, clients, workers int, run time.Duration, weight func(k int) int) map[string][]time.Time {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	base, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if err := base.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range keys {
+		if weight != nil && weight(k) != 1 {
+			l := readpast.Limit{Key: fmt.Sprint("t:", k), Concurrency: readpast.MaxConcurrency, Weight: weight(k)}
+			if _, err := base.PutLimit(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k := range keys {
+		for n := 0; n < perKey; n += 1000 {
+			ps := make([]readpast.EnqueueParams, min(1000, perKey-n))
+			for i := range ps {
+				ps[i] = readpast.EnqueueParams{Kind: "work", Group: fmt.Sprint("t:", k)}
+			}
+			if _, err := base.Enqueue(ctx, ps); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var (
+		mu     sync.Mutex
+		starts = map[string][]time.Time{}
+	)
+	w := readpast.NewWorkers()
+	w.Handle("work", func(ctx context.Context, job *readpast.Job) (any, error) {
+		mu.Lock()
+		starts[*job.Group] = append(starts[*job.Group], *job.StartedAt)
+		mu.Unlock()
+		time.Sleep(2*time.Millisecond + rand.N(2*time.Millisecond))
+		return nil, nil
+	}, nil)
+	cs := startPGClients(t, url, clients, workers, w)
+	time.Sleep(run)
+	for _, c := range cs {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		c.Stop(sctx)
+		cancel()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return starts
+}
+
+// TestWeightedShares: backlogged keys of weights 1 to 4 share the
+// workers in proportion to their weights. Each key's starts over the run,
+// divided by its weight, should be equal: Jain's index of those is logged
+// and must be at least 0.95 with -turns.soak (32 keys, 4 clients x 32
+// workers, 20 s); the short mode checks that the keys of weight 4 start
+// at least twice as many jobs as those of weight 1.
+//
+//	go test -run TestWeightedShares -count=1 -v . -args -turns.soak
+func TestWeightedShares(t *testing.T) {
+	keys, perKey, clients, workers, run := 8, 3_000, 2, 16, 3*time.Second
+	if *turnsSoak {
+		keys, perKey, clients, workers, run = 32, 8_000, 4, 32, 20*time.Second
+	}
+	weight := func(k int) int { return k%4 + 1 }
+	starts := runBacklogs(t, keys, perKey, clients, workers, run, weight)
+	var sum, squares float64
+	byWeight := map[int]int{}
+	for k := range keys {
+		n := len(starts[fmt.Sprint("t:", k)])
+		if n == perKey {
+			t.Fatalf("key t:%d ran out of jobs: the shares would measure less than a backlog", k)
+		}
+		byWeight[weight(k)] += n
+		x := float64(n) / float64(weight(k))
+		sum += x
+		squares += x * x
+	}
+	jain := sum * sum / (float64(keys) * squares)
+	t.Logf("%d keys of weights 1-4, %d clients x %d workers, %v: starts by weight %v; Jain's index of starts per unit of weight %.3f",
+		keys, clients, workers, run, byWeight, jain)
+	if byWeight[4] < 2*byWeight[1] {
+		t.Errorf("keys of weight 4 started %d jobs, those of weight 1 %d: want at least twice as many", byWeight[4], byWeight[1])
+	}
+	if *turnsSoak && jain < 0.95 {
+		t.Errorf("Jain's index of starts per unit of weight %.3f, want at least 0.95", jain)
 	}
 }

@@ -13,8 +13,9 @@ import (
 
 // Limit is the wire form of a declared limit (readpast.Limit): the key or
 // template ("prefix*") it is declared for, how many of a key's jobs may
-// run at once (0: no bound) and how many may start per period. A limit
-// without a rate has rate, per_seconds and burst 0.
+// run at once (0: no bound), how many may start per period, and its
+// weight among the keys that take turns (1 to readpast.MaxWeight). A
+// limit without a rate has rate, per_seconds and burst 0.
 type Limit struct {
 	Key         string `json:"key"`
 	Concurrency int    `json:"concurrency"`
@@ -22,6 +23,10 @@ type Limit struct {
 	// PerSeconds is the period of Rate, in seconds.
 	PerSeconds float64 `json:"per_seconds"`
 	Burst      int     `json:"burst"`
+	// Weight is how many of the key's jobs a claim takes in each of its
+	// rounds: keys with backlogs start jobs in proportion to their
+	// weights.
+	Weight int `json:"weight"`
 }
 
 // LimitInfo is a limit with the states of the keys it governs that have
@@ -40,12 +45,13 @@ type LimitsResponse struct {
 
 // PutLimitRequest is the body of PUT /v1/limits/{key}. A field left out
 // is 0: no bound for concurrency, no rate for rate; per_seconds defaults
-// to 1 and burst to the rate.
+// to 1, burst to the rate and weight to 1.
 type PutLimitRequest struct {
 	Concurrency *int     `json:"concurrency,omitempty"`
 	Rate        *int     `json:"rate,omitempty"`
 	PerSeconds  *float64 `json:"per_seconds,omitempty"`
 	Burst       *int     `json:"burst,omitempty"`
+	Weight      *int     `json:"weight,omitempty"`
 }
 
 // TakeTokensRequest is the body of POST /v1/limits/{key}/tokens; an
@@ -62,9 +68,10 @@ type TokenGrant struct {
 	RetryAt *time.Time `json:"retry_at"`
 }
 
-// NewLimit converts a limit to its wire form.
+// NewLimit converts a limit to its wire form, with a weight of 0 as the
+// 1 it means.
 func NewLimit(l readpast.Limit) Limit {
-	out := Limit{Key: l.Key, Concurrency: l.Concurrency}
+	out := Limit{Key: l.Key, Concurrency: l.Concurrency, Weight: max(l.Weight, 1)}
 	if l.Rate > 0 {
 		out.Rate, out.PerSeconds, out.Burst = l.Rate, l.Per.Seconds(), l.Burst
 	}
@@ -120,6 +127,9 @@ func decodePutLimit(key string, body []byte) (readpast.Limit, *apiError) {
 	}
 	if req.Burst != nil {
 		l.Burst = *req.Burst
+	}
+	if req.Weight != nil {
+		l.Weight = *req.Weight
 	}
 	per, ae := parseSeconds("per_seconds", req.PerSeconds, 0, 0, readpast.MaxPer)
 	// A positive per_seconds below 1µs (which may round to a duration of

@@ -24,15 +24,15 @@ func TestLimitsOverHTTP(t *testing.T) {
 func checkLimits(t *testing.T, e *testEnv) {
 	var l Limit
 	e.must("PUT", "/v1/limits/customer:*", `{"concurrency":5,"rate":10}`, http.StatusCreated, &l)
-	if l != (Limit{Key: "customer:*", Concurrency: 5, Rate: 10, PerSeconds: 1, Burst: 10}) {
+	if l != (Limit{Key: "customer:*", Concurrency: 5, Rate: 10, PerSeconds: 1, Burst: 10, Weight: 1}) {
 		t.Errorf("PUT created %+v, want the defaults filled in (per 1 s, burst 10)", l)
 	}
 	e.must("PUT", "/v1/limits/customer:%2A", `{"concurrency":2,"rate":10,"per_seconds":3600,"burst":20}`, http.StatusOK, &l)
-	if l != (Limit{Key: "customer:*", Concurrency: 2, Rate: 10, PerSeconds: 3600, Burst: 20}) {
+	if l != (Limit{Key: "customer:*", Concurrency: 2, Rate: 10, PerSeconds: 3600, Burst: 20, Weight: 1}) {
 		t.Errorf("PUT replaced %+v", l)
 	}
 	e.must("PUT", "/v1/limits/api:stripe", `{"concurrency":1}`, http.StatusCreated, &l)
-	if l != (Limit{Key: "api:stripe", Concurrency: 1}) {
+	if l != (Limit{Key: "api:stripe", Concurrency: 1, Weight: 1}) {
 		t.Errorf("PUT of a limit without a rate answered %+v", l)
 	}
 
@@ -70,6 +70,58 @@ func checkLimits(t *testing.T, e *testEnv) {
 	e.must("GET", "/v1/limits", "", http.StatusOK, &all)
 	if len(all.Limits) != 1 {
 		t.Errorf("after the delete: %+v", all)
+	}
+}
+
+// TestLimitWeightsOverHTTP: a weight is declared, alone or with other
+// bounds, and read back as stored; left out or 0 it is 1, on both stores.
+func TestLimitWeightsOverHTTP(t *testing.T) {
+	for name, newE := range map[string]func(*testing.T, func(*Config)) *testEnv{"sqlite": newEnv, "postgres": newPostgresEnv} {
+		t.Run(name, func(t *testing.T) { checkLimitWeights(t, newE(t, nil)) })
+	}
+}
+
+func checkLimitWeights(t *testing.T, e *testEnv) {
+	var l Limit
+	e.must("PUT", "/v1/limits/heavy", `{"weight":3}`, http.StatusCreated, &l)
+	if l != (Limit{Key: "heavy", Weight: 3}) {
+		t.Errorf("PUT of a weight alone answered %+v, want weight 3 and no bound", l)
+	}
+	e.must("PUT", "/v1/limits/tenant:*", `{"concurrency":2,"rate":5,"weight":100}`, http.StatusCreated, &l)
+	if l != (Limit{Key: "tenant:*", Concurrency: 2, Rate: 5, PerSeconds: 1, Burst: 5, Weight: 100}) {
+		t.Errorf("PUT with weight 100 answered %+v", l)
+	}
+	e.must("PUT", "/v1/limits/zero", `{"concurrency":1,"weight":0}`, http.StatusCreated, &l)
+	if l.Weight != 1 {
+		t.Errorf("PUT with weight 0 answered weight %d, want 1", l.Weight)
+	}
+	b := e.must("PUT", "/v1/limits/plain", `{"concurrency":1}`, http.StatusCreated, &l)
+	if l.Weight != 1 || !strings.Contains(string(b), `"weight":1`) {
+		t.Errorf("PUT without a weight answered %s, want \"weight\":1", b)
+	}
+	for key, want := range map[string]int{"heavy": 3, "tenant:*": 100, "zero": 1, "plain": 1} {
+		var li LimitInfo
+		e.must("GET", "/v1/limits/"+key, "", http.StatusOK, &li)
+		if li.Weight != want {
+			t.Errorf("GET %s: weight %d, want %d", key, li.Weight, want)
+		}
+	}
+	var all LimitsResponse
+	e.must("GET", "/v1/limits", "", http.StatusOK, &all)
+	got := map[string]int{}
+	for _, li := range all.Limits {
+		got[li.Key] = li.Weight
+	}
+	if len(got) != 4 || got["heavy"] != 3 || got["tenant:*"] != 100 || got["zero"] != 1 || got["plain"] != 1 {
+		t.Errorf("GET /v1/limits weights = %v", got)
+	}
+	// Replacing the limit replaces its weight; leaving it out makes it 1.
+	e.must("PUT", "/v1/limits/heavy", `{"weight":7}`, http.StatusOK, &l)
+	e.must("PUT", "/v1/limits/heavy", `{"concurrency":4}`, http.StatusOK, &l)
+	var li LimitInfo
+	e.must("GET", "/v1/limits/heavy", "", http.StatusOK, &li)
+	if li.Concurrency != 4 || li.Weight != 1 {
+		t.Errorf("heavy replaced without a weight: %+v, want concurrency 4, weight 1", li.Limit)
 	}
 }
 
@@ -131,6 +183,11 @@ func TestLimitsRejectBadInput(t *testing.T) {
 		{"PUT", "/v1/limits/k", `{"rate":2000000}`, CodeInvalidField, "rate"},
 		{"PUT", "/v1/limits/k", `{"rate":10,"burst":1000001}`, CodeInvalidField, "burst"},
 		{"PUT", "/v1/limits/k", `{"rate":10,"burst":-1}`, CodeInvalidField, "burst"},
+		{"PUT", "/v1/limits/k", `{"weight":101}`, CodeInvalidField, "weight"},
+		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":-1}`, CodeInvalidField, "weight"},
+		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":1.5}`, CodeInvalidField, "weight"},
+		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":"3"}`, CodeInvalidField, "weight"},
+		{"PUT", "/v1/limits/k", `{"weight":1}`, CodeInvalidField, "concurrency"},
 		{"PUT", "/v1/limits/k", `{"concurrency":1,"key":"other"}`, CodeInvalidField, "key"},
 		{"PUT", "/v1/limits/a*b", `{"concurrency":1}`, CodeInvalidField, "key"},
 		{"PUT", "/v1/limits/a%20b", `{"concurrency":1}`, CodeInvalidField, "key"},
@@ -150,6 +207,13 @@ func TestLimitsRejectBadInput(t *testing.T) {
 	e.must("GET", "/v1/limits", "", http.StatusOK, &all)
 	if len(all.Limits) != 0 {
 		t.Errorf("rejected requests declared %+v", all.Limits)
+	}
+	// A weight out of range says its bounds.
+	for _, body := range []string{`{"weight":101}`, `{"concurrency":1,"weight":-1}`} {
+		var eb ErrorBody
+		if _, b := e.do("PUT", "/v1/limits/k", body); json.Unmarshal(b, &eb) != nil || !strings.Contains(eb.Error.Message, "between 1 and 100") {
+			t.Errorf("PUT %s: %s, want the message to give the bounds of weight", body, b)
+		}
 	}
 	// The key in the path is named as such.
 	_, b := e.do("PUT", "/v1/limits/a*b", `{"concurrency":1}`)
@@ -250,6 +314,9 @@ func FuzzDecodePutLimit(f *testing.F) {
 		`{"per_seconds":1}`,
 		`{"rate":1e3}`,
 		`{"concurrency":1,"per":"1s"}`,
+		`{"weight":3}`,
+		`{"concurrency":2,"weight":100}`,
+		`{"concurrency":1,"weight":0}`,
 		``,
 	} {
 		f.Add("customer:*", []byte(s))

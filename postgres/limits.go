@@ -43,13 +43,13 @@ func (s *Store) PutLimit(ctx context.Context, l readpast.Limit) (bool, error) {
 	var created bool
 	err = s.changeLimits(ctx, "put limit", l.Key, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, putLimitSQL, l.Key, l.Concurrency, l.Rate, l.Per.Microseconds(),
-			max(l.Burst, 1), l.Interval().Microseconds()).Scan(&created)
+			max(l.Burst, 1), l.Interval().Microseconds(), l.Weight).Scan(&created)
 	})
 	return created, err
 }
 
 // SetGroupLimit declares group's own limit with concurrency limit,
-// keeping a rate it has.
+// keeping a rate and weight it has.
 func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
@@ -164,7 +164,7 @@ func (s *Store) limits(ctx context.Context, keys []string) ([]readpast.LimitInfo
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (readpast.LimitInfo, error) {
 		var li readpast.LimitInfo
 		var perUS int64
-		err := r.Scan(&li.Key, &li.Concurrency, &li.Rate, &perUS, &li.Burst)
+		err := r.Scan(&li.Key, &li.Concurrency, &li.Rate, &perUS, &li.Burst, &li.Weight)
 		if li.Rate > 0 {
 			li.Per = time.Duration(perUS) * time.Microsecond
 		} else {

@@ -85,7 +85,7 @@ func uniq(names []string) []string {
 type candidate struct {
 	id, runAt int64
 	turn      int64 // its place in claim order: run_at, or later for a key served since
-	round     int   // a keyed job's place among its key's heads, from 0; 0 for an ungrouped job
+	round     int   // a keyed job's place among its key's heads the claim may take, from 0, divided by its weight; 0 for an ungrouped job
 	priority  int
 	queue     string
 	group     string // "" for an ungrouped job
@@ -94,9 +94,10 @@ type candidate struct {
 // claimOrder orders candidates by priority, round, turn, run_at, id. A
 // keyed job's turn is the later of its run_at and the last time a claim
 // took jobs of its key, so keys take turns within a priority, and its round
-// is its place among the heads of its key this claim read, so one claim
-// takes a job of each key it reads before a second of any. Along a key's
-// stream neither goes back, so any cut is a prefix of it.
+// is its place among the heads of its key this claim read divided by the
+// key's weight, so one claim takes up to weight jobs of each key it reads
+// before more of any. Along a key's stream neither goes back, so any cut
+// is a prefix of it.
 func claimOrder(a, b candidate) int {
 	return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.round, b.round),
 		cmp.Compare(a.turn, b.turn), cmp.Compare(a.runAt, b.runAt), cmp.Compare(a.id, b.id))
@@ -135,9 +136,11 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 		return nil, false, next, err
 	}
 	for _, g := range looks {
+		n := 0 // the key's heads this claim may take so far: a round counts only those
 		for i, h := range g.heads {
 			if i < g.takes && slices.Contains(queues, h.queue) {
-				h.round = i
+				h.round = g.key.round(n)
+				n++
 				cands = append(cands, h)
 			}
 		}

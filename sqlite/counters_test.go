@@ -406,6 +406,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`ALTER TABLE readpast_groups DROP COLUMN weight`,
 		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,
 		`DROP INDEX readpast_groups_limit`,

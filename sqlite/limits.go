@@ -26,11 +26,12 @@ type keyLimit struct {
 	limitKey   sql.NullString // the declared key or template; NULL: the default
 	maxRunning int            // storekit.UnboundedRunning for no bound
 	bucket     storekit.Bucket
+	weight     int // jobs a claim takes of the key in each of its rounds, at least 1
 }
 
 // defaultLimit governs a key no declared limit matches: one job at a
-// time, no rate.
-var defaultLimit = keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}}
+// time, no rate, weight 1.
+var defaultLimit = keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}, weight: 1}
 
 // keyState is a key's row, or what a missing row stands for: nothing
 // running, a full bucket, and the limit that governs the key now.
@@ -43,6 +44,10 @@ type keyState struct {
 
 // free is how many more of the key's jobs may run now.
 func (k keyState) free() int { return k.maxRunning - k.running }
+
+// round is the round of a claim in which the key's i-th head (from 0)
+// is: a claim takes up to weight heads of the key in each round.
+func (k keyLimit) round(i int) int { return i / max(k.weight, 1) }
 
 // atMicros is t truncated to the microsecond, as the store records times:
 // the bucket of a claim is kept on the very time its jobs record as
@@ -71,7 +76,7 @@ func readKeys(ctx context.Context, tx *sql.Tx, keys []string) ([]keyState, error
 			tat   sql.NullInt64
 			sv    sql.NullInt64
 		)
-		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &tat, &sv)
+		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &k.weight, &tat, &sv)
 		if errors.Is(err, sql.ErrNoRows) {
 			missing = append(missing, key)
 			continue
@@ -132,8 +137,9 @@ func resolveLimits(ctx context.Context, tx *sql.Tx, keys []string) (map[string]k
 			concurrency int
 			iv          int64
 			burst       int
+			weight      int
 		)
-		if err := rows.Scan(&key, &concurrency, &iv, &burst); err != nil {
+		if err := rows.Scan(&key, &concurrency, &iv, &burst, &weight); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -141,6 +147,7 @@ func resolveLimits(ctx context.Context, tx *sql.Tx, keys []string) (map[string]k
 			limitKey:   sql.NullString{String: key, Valid: true},
 			maxRunning: storekit.MaxRunning(concurrency),
 			bucket:     storekit.Bucket{Interval: time.Duration(iv) * time.Microsecond, Burst: burst},
+			weight:     weight,
 		}
 		limits = append(limits, readpast.Limit{Key: key})
 	}
@@ -177,7 +184,7 @@ func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b s
 		sv = servedAt
 	}
 	_, err := tx.ExecContext(ctx, keySaveSQL, key, n, k.maxRunning, k.limitKey,
-		b.Interval.Microseconds(), b.Burst, tatValue(b), sv)
+		b.Interval.Microseconds(), b.Burst, tatValue(b), sv, max(k.weight, 1))
 	return err
 }
 
@@ -209,7 +216,7 @@ func (s *Store) PutLimit(ctx context.Context, l readpast.Limit) (bool, error) {
 }
 
 // SetGroupLimit declares group's own limit with concurrency limit,
-// keeping a rate it has, in one write transaction.
+// keeping a rate and a weight it has, in one write transaction.
 func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) error {
 	if err := readpast.CheckGroupLimit(group, limit); err != nil {
 		return err
@@ -230,10 +237,11 @@ func (s *Store) SetGroupLimit(ctx context.Context, group string, limit int) erro
 	})
 }
 
-// putLimit writes the declared limit l (normalized).
+// putLimit writes the declared limit l (normalized: its weight at least
+// 1).
 func putLimit(ctx context.Context, tx *sql.Tx, l readpast.Limit, now time.Time) error {
 	_, err := tx.ExecContext(ctx, putLimitSQL, l.Key, l.Concurrency, l.Rate, l.Per.Microseconds(),
-		max(l.Burst, 1), l.Interval().Microseconds(), micros(now))
+		max(l.Burst, 1), l.Interval().Microseconds(), micros(now), l.Weight)
 	return err
 }
 
@@ -260,7 +268,9 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // a template) may govern the limit that governs it now, and marks the
 // keys whose limit changed at their first due jobs, so that a raised
 // limit or burst is used at once: all in one write transaction. A row's
-// running count and tat stay: a lowered limit preempts nothing.
+// running count and tat stay: a lowered limit preempts nothing. A change
+// of the weight alone is a change too: the next claim reads it from the
+// row.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx *sql.Tx, now time.Time) error) error {
 	var changed []string
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
@@ -280,12 +290,13 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx
 		for i, k := range keys {
 			cur, l := curs[i], ls[k]
 			if l.limitKey == cur.limitKey && l.maxRunning == cur.maxRunning &&
-				l.bucket.Interval == cur.bucket.Interval && l.bucket.Burst == cur.bucket.Burst {
+				l.bucket.Interval == cur.bucket.Interval && l.bucket.Burst == cur.bucket.Burst &&
+				l.weight == cur.weight {
 				continue
 			}
 			cur.bucket.TAT = cur.bucket.Rescaled(now, l.bucket.Interval)
 			if _, err := tx.ExecContext(ctx, setKeyLimitSQL, k, l.limitKey, l.maxRunning,
-				l.bucket.Interval.Microseconds(), l.bucket.Burst, tatValue(cur.bucket)); err != nil {
+				l.bucket.Interval.Microseconds(), l.bucket.Burst, tatValue(cur.bucket), l.weight); err != nil {
 				return err
 			}
 			changed = append(changed, k)
@@ -331,7 +342,7 @@ func governedKeys(ctx context.Context, tx *sql.Tx, key string) ([]string, []keyL
 			burst int
 			tat   sql.NullInt64
 		)
-		if err := rows.Scan(&k, &l.limitKey, &l.maxRunning, &iv, &burst, &tat); err != nil {
+		if err := rows.Scan(&k, &l.limitKey, &l.maxRunning, &iv, &burst, &l.weight, &tat); err != nil {
 			rows.Close()
 			return nil, nil, err
 		}
@@ -355,13 +366,14 @@ func declaredLimit(ctx context.Context, q querier, key string) (readpast.Limit, 
 }
 
 // scanLimit reads a declared limit (key, concurrency, rate, per_us,
-// burst) as it was put: per and burst only with a rate.
+// burst, weight) as it was put (normalized: weight at least 1): per and
+// burst only with a rate.
 func scanLimit(r rowScanner) (readpast.Limit, error) {
 	var (
 		l     readpast.Limit
 		perUS int64
 	)
-	if err := r.Scan(&l.Key, &l.Concurrency, &l.Rate, &perUS, &l.Burst); err != nil {
+	if err := r.Scan(&l.Key, &l.Concurrency, &l.Rate, &perUS, &l.Burst, &l.Weight); err != nil {
 		return readpast.Limit{}, err
 	}
 	if l.Rate > 0 {

@@ -265,6 +265,7 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	s := openTemp(t)
 	path := s.Path()
 	for _, q := range []string{
+		`ALTER TABLE readpast_groups DROP COLUMN weight`,
 		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,
 		`DROP INDEX readpast_groups_limit`,
@@ -289,7 +290,7 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{{G 3 0 0s 0} [{G G 0 3 -1 0001-01-01 00:00:00 +0000 UTC}]} {{H 10000 0 0s 0} [{H H 2 10000 -1 0001-01-01 00:00:00 +0000 UTC}]}]`
+	want := `[{{G 3 0 0s 0 1} [{G G 0 3 -1 0001-01-01 00:00:00 +0000 UTC}]} {{H 10000 0 0s 0 1} [{H H 2 10000 -1 0001-01-01 00:00:00 +0000 UTC}]}]`
 	if got := fmt.Sprint(ls); got != want {
 		t.Fatalf("limits after migration 8:\n%s\nwant\n%s", got, want)
 	}
@@ -304,7 +305,7 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (readpast.Limit{Key: "G", Concurrency: 4, Rate: 5, Per: time.Second, Burst: 5}); got.Limit != want {
+	if want := (readpast.Limit{Key: "G", Concurrency: 4, Rate: 5, Per: time.Second, Burst: 5, Weight: 1}); got.Limit != want {
 		t.Fatalf("after SetGroupLimit: %+v, want %+v", got.Limit, want)
 	}
 }

@@ -377,42 +377,44 @@ ORDER BY t.job_id LIMIT ?7`
 // governs the key when a row is created again.
 const (
 	// keyRowSQL reads key ?1's row.
-	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, tat, served_at
+	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, weight, tat, served_at
 FROM readpast_groups WHERE group_key = ?1`
 	// resolveLimitsSQL reads the declared limits that may govern the keys
 	// in ?1 (a JSON array): every template (index
 	// readpast_limits_templates), and the limits declared for the keys
 	// themselves (by primary key). resolveLimits picks each key's.
-	resolveLimitsSQL = `SELECT key, concurrency, interval_us, burst FROM readpast_limits
+	resolveLimitsSQL = `SELECT key, concurrency, interval_us, burst, weight FROM readpast_limits
 WHERE substr(key, -1) = '*'
 UNION ALL
-SELECT key, concurrency, interval_us, burst FROM readpast_limits
+SELECT key, concurrency, interval_us, burst, weight FROM readpast_limits
 WHERE key IN (SELECT value FROM json_each(?1)) AND substr(key, -1) <> '*'`
 	// keySaveSQL counts ?2 more running jobs of key ?1, sets its tat to
 	// ?7 and, unless ?8 is NULL, its served_at to ?8, creating its row with
-	// the limit ?3..?6 when it has none.
-	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat, served_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+	// the limit ?3..?6 and weight ?9 when it has none.
+	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat, served_at, weight)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
 ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat,
     served_at = coalesce(excluded.served_at, served_at)`
 	// keysFromSQL lists the key rows from ?1 on, with their limits, in key
 	// (byte) order: the rows whose key starts with ?1 come first
 	// (governedKeys stops at the first that does not).
-	keysFromSQL = `SELECT group_key, limit_key, max_running, interval_us, burst, tat FROM readpast_groups
+	keysFromSQL = `SELECT group_key, limit_key, max_running, interval_us, burst, weight, tat FROM readpast_groups
 WHERE group_key >= ?1 ORDER BY group_key`
-	// setKeyLimitSQL gives key ?1's row the limit ?2..?5 and the tat ?6
-	// (storekit.Bucket.Rescaled); its running count stays.
-	setKeyLimitSQL = `UPDATE readpast_groups SET limit_key = ?2, max_running = ?3, interval_us = ?4, burst = ?5, tat = ?6
+	// setKeyLimitSQL gives key ?1's row the limit ?2..?5, the tat ?6
+	// (storekit.Bucket.Rescaled) and the weight ?7; its running count
+	// stays.
+	setKeyLimitSQL = `UPDATE readpast_groups
+SET limit_key = ?2, max_running = ?3, interval_us = ?4, burst = ?5, tat = ?6, weight = ?7
 WHERE group_key = ?1`
-	// putLimitSQL declares the limit of key or template ?1.
-	putLimitSQL = `INSERT INTO readpast_limits (key, concurrency, rate, per_us, burst, interval_us, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+	// putLimitSQL declares the limit of key or template ?1, weight ?8.
+	putLimitSQL = `INSERT INTO readpast_limits (key, concurrency, rate, per_us, burst, interval_us, updated_at, weight)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
 ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
     per_us = excluded.per_us, burst = excluded.burst, interval_us = excluded.interval_us,
-    updated_at = excluded.updated_at`
+    weight = excluded.weight, updated_at = excluded.updated_at`
 	deleteLimitSQL = `DELETE FROM readpast_limits WHERE key = ?1`
-	getLimitSQL    = `SELECT key, concurrency, rate, per_us, burst FROM readpast_limits WHERE key = ?1`
-	listLimitsSQL  = `SELECT key, concurrency, rate, per_us, burst FROM readpast_limits ORDER BY key`
+	getLimitSQL    = `SELECT key, concurrency, rate, per_us, burst, weight FROM readpast_limits WHERE key = ?1`
+	listLimitsSQL  = `SELECT key, concurrency, rate, per_us, burst, weight FROM readpast_limits ORDER BY key`
 	// limitKeysSQL lists up to ?2 key rows the declared limit ?1 governs,
 	// by key (index readpast_groups_limit).
 	limitKeysSQL = `SELECT group_key, running, max_running, interval_us, burst, tat FROM readpast_groups

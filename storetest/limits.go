@@ -54,6 +54,9 @@ func testLimitsCRUD(t *testing.T, h Harness) {
 		{Key: "k", Rate: 1, Per: 48 * time.Hour},
 		{Key: "k", Rate: 2_000_000, Per: time.Second},
 		{Key: "k", Rate: 1, Burst: -1},
+		{Key: "k", Concurrency: 1, Weight: -1},
+		{Key: "k", Concurrency: 1, Weight: readpast.MaxWeight + 1},
+		{Key: "k", Weight: 1},
 	} {
 		if _, err := s.PutLimit(ctx, bad); !errors.Is(err, readpast.ErrInvalid) {
 			t.Errorf("PutLimit(%+v) = %v, want ErrInvalid", bad, err)
@@ -66,16 +69,17 @@ func testLimitsCRUD(t *testing.T, h Harness) {
 	if err != nil || !created {
 		t.Fatalf("PutLimit = %v, %v; want created", created, err)
 	}
-	created, err = s.PutLimit(ctx, readpast.Limit{Key: "customer:*", Concurrency: 3, Rate: 10, Per: time.Minute, Burst: 2})
+	created, err = s.PutLimit(ctx, readpast.Limit{Key: "customer:*", Concurrency: 3, Rate: 10, Per: time.Minute, Burst: 2, Weight: 3})
 	if err != nil || created {
 		t.Fatalf("replacing PutLimit = %v, %v; want not created", created, err)
 	}
 	putLimit(t, s, readpast.Limit{Key: "api", Concurrency: 0, Rate: 1})
+	putLimit(t, s, readpast.Limit{Key: "heavy", Weight: 4}) // a weight alone: no bound on concurrency
 	got, err := s.GetLimit(ctx, "customer:*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readpast.Limit{Key: "customer:*", Concurrency: 3, Rate: 10, Per: time.Minute, Burst: 2}
+	want := readpast.Limit{Key: "customer:*", Concurrency: 3, Rate: 10, Per: time.Minute, Burst: 2, Weight: 3}
 	if got.Limit != want {
 		t.Fatalf("GetLimit = %+v, want %+v", got.Limit, want)
 	}
@@ -87,11 +91,14 @@ func testLimitsCRUD(t *testing.T, h Harness) {
 	for _, l := range ls {
 		keys = append(keys, l.Key)
 	}
-	if fmt.Sprint(keys) != "[api customer:*]" {
+	if fmt.Sprint(keys) != "[api customer:* heavy]" {
 		t.Fatalf("ListLimits keys = %v", keys)
 	}
-	if ls[0].Limit != (readpast.Limit{Key: "api", Rate: 1, Per: time.Second, Burst: 1}) {
+	if ls[0].Limit != (readpast.Limit{Key: "api", Rate: 1, Per: time.Second, Burst: 1, Weight: 1}) {
 		t.Fatalf("defaults filled: %+v", ls[0].Limit)
+	}
+	if ls[2].Limit != (readpast.Limit{Key: "heavy", Weight: 4}) {
+		t.Fatalf("a weight alone: %+v", ls[2].Limit)
 	}
 	if _, err := s.GetLimit(ctx, "customer:42"); !errors.Is(err, readpast.ErrLimitNotFound) {
 		t.Fatalf("GetLimit of a key a template governs = %v, want ErrLimitNotFound (only declared keys)", err)

@@ -137,6 +137,8 @@ func Run(t *testing.T, h Harness) {
 		{"RateLimitsUnderStress", testRateLimitsUnderStress},
 		{"KeysTakeTurns", testKeysTakeTurns},
 		{"TurnsKept", testTurnsKept},
+		{"WeightedTurns", testWeightedTurns},
+		{"RoundsCountTakenHeads", testRoundsCountTakenHeads},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -178,3 +178,54 @@ func testTurnsKept(t *testing.T, h Harness) {
 		wantSmall(t, s, 1)
 	})
 }
+
+// testWeightedTurns: a key's weight is its share of a claim's rounds: a
+// claim takes up to weight jobs of each key it reads in each round. A
+// change of the weight alone applies to the next claim.
+func testWeightedTurns(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	putLimit(t, s, readpast.Limit{Key: "w:*", Concurrency: 100})
+	putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 3})
+	enqueue(t, s, keyed("w:a", 20)...)
+	enqueue(t, s, keyed("w:b", 20)...)
+	time.Sleep(2 * time.Millisecond)
+	// Two rounds: three of w:a and one of w:b in each.
+	if n := countKeys(claim(t, s, 8, time.Minute)); n["w:a"] != 6 || n["w:b"] != 2 {
+		t.Fatalf("a claim of 8 took %v, want 6 of w:a (weight 3) and 2 of w:b (weight 1)", n)
+	}
+	// Both keys were served by that claim; w:a's weight back to 1 makes
+	// the shares equal.
+	putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 1})
+	if n := countKeys(claim(t, s, 4, time.Minute)); n["w:a"] != 2 || n["w:b"] != 2 {
+		t.Fatalf("after w:a's weight went back to 1, a claim of 4 took %v, want 2 of each", n)
+	}
+	// A template's weight governs the keys it matches.
+	putLimit(t, s, readpast.Limit{Key: "w:*", Concurrency: 100, Weight: 2})
+	if n := countKeys(claim(t, s, 6, time.Minute)); n["w:a"] != 2 || n["w:b"] != 4 {
+		t.Fatalf("after the template's weight went to 2, a claim of 6 took %v, want 4 of w:b (weight 2) and 2 of w:a (its own limit, weight 1)", n)
+	}
+}
+
+// testRoundsCountTakenHeads: a job's round counts only the jobs of its key
+// the claim can take. Key t:k's first job waits in a queue nobody claims
+// from; its other jobs, in the claimed queue, are due before four
+// ungrouped jobs (each in the first round, as a key of one job would be).
+// A claim of 4 must take t:k's first job there: counted from the job in
+// the other queue, it would be in the second round, after all four
+// ungrouped jobs, and t:k would take nothing, claim after claim.
+func testRoundsCountTakenHeads(t *testing.T, h Harness) {
+	s := newStore(t, h)
+	putLimit(t, s, readpast.Limit{Key: "t:*", Concurrency: 10})
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "elsewhere", Group: "t:k"})
+	first := enqueue(t, s, keyed("t:k", 3)...)
+	time.Sleep(2 * time.Millisecond)
+	for range 4 {
+		enqueue(t, s, readpast.EnqueueParams{Kind: "u"})
+	}
+	time.Sleep(2 * time.Millisecond)
+	got := claim(t, s, 4, time.Minute, readpast.DefaultQueue)
+	n := countKeys(got)
+	if n["t:k"] != 1 || !slices.Contains(ids(got), first[0].ID) {
+		t.Fatalf("a claim of 4 took %v, want t:k's first job in this queue (due first) and 3 ungrouped jobs", n)
+	}
+}

@@ -46,22 +46,22 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // runLimitsList prints every declared limit.
 func runLimitsList(ctx context.Context, args []string, stdout io.Writer) error {
-	return runRead(ctx, "limits list", `print the body of GET /v1/limits: {"limits": [{"key", "concurrency", "rate", "per_seconds", "burst", "keys"}]}`,
+	return runRead(ctx, "limits list", `print the body of GET /v1/limits: {"limits": [{"key", "concurrency", "rate", "per_seconds", "burst", "weight", "keys"}]}`,
 		args, stdout, backend.limits, printLimits)
 }
 
-// printLimits writes the limits as a table, one line a limit, with how
-// many keys it governs have a bucket.
+// printLimits writes the limits as a table, one line a limit, with its
+// weight and how many keys it governs have a bucket.
 func printLimits(w io.Writer, res httpapi.LimitsResponse) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tCONCURRENCY\tRATE\tBURST\tKEYS\tRUNNING")
+	fmt.Fprintln(tw, "KEY\tCONCURRENCY\tRATE\tBURST\tWEIGHT\tKEYS\tRUNNING")
 	for _, l := range res.Limits {
 		running := 0
 		for _, k := range l.Keys {
 			running += k.Running
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", l.Key, fmtConcurrency(l.Concurrency), fmtRate(l.Limit), fmtBurst(l.Limit),
-			len(l.Keys), running)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", l.Key, fmtConcurrency(l.Concurrency), fmtRate(l.Limit), fmtBurst(l.Limit),
+			l.Weight, len(l.Keys), running)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
@@ -212,7 +212,7 @@ func printLimitFacts(w io.Writer, l httpapi.Limit) error {
 	if strings.HasSuffix(l.Key, "*") {
 		kind = "template: each key starting with " + strconv.Quote(strings.TrimSuffix(l.Key, "*")) + " has a bucket of its own"
 	}
-	return writeFacts(w, [][2]string{{"key", l.Key}, {"applies to", kind}, {"concurrency", conc}, {"rate", rate}})
+	return writeFacts(w, [][2]string{{"key", l.Key}, {"applies to", kind}, {"concurrency", conc}, {"rate", rate}, {"weight", strconv.Itoa(l.Weight)}})
 }
 
 // fmtTimeMillis formats a time in UTC to the millisecond, for times a
@@ -224,12 +224,13 @@ func fmtTimeMillis(t time.Time) string {
 // runLimitSet declares or replaces the limit of a key or template from
 // flags.
 func runLimitSet(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("limits set", "limits set KEY [--concurrency N] [--rate N [--per 1s] [--burst N]] [flags]", stdout)
+	fs := newFlagSet("limits set", "limits set KEY [--concurrency N] [--rate N [--per 1s] [--burst N]] [--weight N] [flags]", stdout)
 	tf := addTargetFlags(fs)
 	conc := fs.Int("concurrency", 0, fmt.Sprintf("how many of a key's jobs may run at once, 1 to %d (default: no bound)", readpast.MaxConcurrency))
 	rate := fs.Int("rate", 0, "how many of a key's jobs may start per --per (default: no rate)")
 	per := fs.Duration("per", 0, fmt.Sprintf("the period of --rate, up to %s (default 1s)", fmtDuration(readpast.MaxPer)))
 	burst := fs.Int("burst", 0, fmt.Sprintf("how many starts may happen at once after a quiet spell, up to %d (default: --rate)", readpast.MaxBurst))
+	weight := fs.Int("weight", 0, fmt.Sprintf("the key's share when keys take turns: a claim takes up to N of its jobs a round, 1 to %d (default 1)", readpast.MaxWeight))
 	asJSON := fs.Bool("json", false, "print the limit as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -260,6 +261,12 @@ func runLimitSet(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if set["burst"] {
 		req.Burst = burst
+	}
+	if set["weight"] {
+		if *weight < 1 || *weight > readpast.MaxWeight {
+			return usagef("--weight: must be between 1 and %d (default 1)", readpast.MaxWeight)
+		}
+		req.Weight = weight
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -292,7 +299,7 @@ func runLimitSet(ctx context.Context, args []string, stdout io.Writer) error {
 // flag.
 func limitFlagError(err error) error {
 	msg := err.Error()
-	for _, f := range [][2]string{{"per_seconds", "per"}, {"concurrency", "concurrency"}, {"rate", "rate"}, {"burst", "burst"}} {
+	for _, f := range [][2]string{{"per_seconds", "per"}, {"concurrency", "concurrency"}, {"rate", "rate"}, {"burst", "burst"}, {"weight", "weight"}} {
 		if after, ok := strings.CutPrefix(msg, f[0]+":"); ok {
 			return fmt.Errorf("--%s:%s", f[1], after)
 		}

@@ -11,7 +11,7 @@ import (
 // directly, from TestE2E.
 func runLimitsE2E(t *testing.T, bin string, api client, remote, direct []string) {
 	ro := api.with("read-token")
-	if out := mustCLI(t, bin, "", append([]string{"limits", "set", "e2e:*", "--concurrency", "2", "--rate", "5", "--per", "1h"}, remote...)...); !strings.Contains(out, "created limit e2e:*") {
+	if out := mustCLI(t, bin, "", append([]string{"limits", "set", "e2e:*", "--concurrency", "2", "--rate", "5", "--per", "1h", "--weight", "2"}, remote...)...); !strings.Contains(out, "created limit e2e:*") {
 		t.Errorf("limits set = %q", out)
 	}
 	var l struct {
@@ -20,6 +20,7 @@ func runLimitsE2E(t *testing.T, bin string, api client, remote, direct []string)
 		Rate        int     `json:"rate"`
 		PerSeconds  float64 `json:"per_seconds"`
 		Burst       int     `json:"burst"`
+		Weight      int     `json:"weight"`
 		Keys        []struct {
 			Key     string `json:"key"`
 			Running int    `json:"running"`
@@ -27,7 +28,7 @@ func runLimitsE2E(t *testing.T, bin string, api client, remote, direct []string)
 		} `json:"keys"`
 	}
 	ro.must("GET", "/v1/limits/e2e:*", "", 200, &l)
-	if l.Key != "e2e:*" || l.Concurrency != 2 || l.Rate != 5 || l.PerSeconds != 3600 || l.Burst != 5 || l.Keys == nil {
+	if l.Key != "e2e:*" || l.Concurrency != 2 || l.Rate != 5 || l.PerSeconds != 3600 || l.Burst != 5 || l.Weight != 2 || l.Keys == nil {
 		t.Errorf("GET /v1/limits/e2e:* = %+v", l)
 	}
 	ro.wantError("PUT", "/v1/limits/e2e:*", `{"concurrency":1}`, 403, "forbidden", "")

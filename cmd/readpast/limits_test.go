@@ -50,12 +50,32 @@ func TestLimitsCLI(t *testing.T) {
 			}
 			var l httpapi.Limit
 			if err := json.Unmarshal([]byte(cli(0, with("limits", "set", p+"customer:*", "--concurrency", "2", "--rate", "10", "--per", "1h", "--json")...)), &l); err != nil ||
-				l != (httpapi.Limit{Key: p + "customer:*", Concurrency: 2, Rate: 10, PerSeconds: 3600, Burst: 10}) {
+				l != (httpapi.Limit{Key: p + "customer:*", Concurrency: 2, Rate: 10, PerSeconds: 3600, Burst: 10, Weight: 1}) {
 				t.Errorf("limits set --json = %+v, %v", l, err)
 			}
-			if out := cli(0, with("limits", "set", p+"customer:*", "--concurrency", "2")...); !strings.HasPrefix(out, "replaced limit ") || !regexp.MustCompile(`\nrate: +none\n`).MatchString(out) {
+			if out := cli(0, with("limits", "set", p+"customer:*", "--concurrency", "2")...); !strings.HasPrefix(out, "replaced limit ") || !regexp.MustCompile(`\nrate: +none\n`).MatchString(out) ||
+				!regexp.MustCompile(`\nweight: +1\n`).MatchString(out) {
 				t.Errorf("limits set again = %q", out)
 			}
+
+			// A weight, alone or with other bounds: set, get, list.
+			if out := cli(0, with("limits", "set", p+"heavy", "--weight", "3")...); !strings.Contains(out, "created limit "+p+"heavy") ||
+				!regexp.MustCompile(`\nconcurrency: +no bound\n`).MatchString(out) || !regexp.MustCompile(`\nweight: +3\n`).MatchString(out) {
+				t.Errorf("limits set --weight 3 = %q", out)
+			}
+			if err := json.Unmarshal([]byte(cli(0, with("limits", "set", p+"heavy", "--concurrency", "4", "--weight", "100", "--json")...)), &l); err != nil ||
+				l != (httpapi.Limit{Key: p + "heavy", Concurrency: 4, Weight: 100}) {
+				t.Errorf("limits set --weight 100 --json = %+v, %v", l, err)
+			}
+			if out := cli(0, with("limits", "get", p+"heavy")...); !regexp.MustCompile(`\nweight: +100\n`).MatchString(out) {
+				t.Errorf("limits get of a weighted limit = %q", out)
+			}
+			if out := cli(0, with("limits", "list")...); !strings.Contains(out, " WEIGHT ") ||
+				!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(p+"heavy")+` +4 +- +- +100 +0 +0$`).MatchString(out) ||
+				!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(p+"customer:*")+` +2 +- +- +1 `).MatchString(out) {
+				t.Errorf("limits list with weights = %q", out)
+			}
+			cli(0, with("limits", "delete", p+"heavy")...)
 
 			// A job of a key the template governs runs: get shows the key.
 			cli(0, with("enqueue", "--kind", "sync", "--queue", p+"q", "--key", p+"customer:42")...)
@@ -125,6 +145,10 @@ func TestLimitsCLI(t *testing.T) {
 				{[]string{"limits", "set", "k", "--rate", "1", "--per", "0s"}, "--per"},
 				{[]string{"limits", "set", "k", "--rate", "1", "--per", "25h"}, "--per"},
 				{[]string{"limits", "set", "k", "--rate", "10", "--burst", "1000001"}, "--burst"},
+				{[]string{"limits", "set", "k", "--weight", "0"}, "--weight: must be between 1 and 100"},
+				{[]string{"limits", "set", "k", "--concurrency", "1", "--weight", "101"}, "--weight: must be between 1 and 100"},
+				{[]string{"limits", "set", "k", "--concurrency", "1", "--weight", "-1"}, "--weight"},
+				{[]string{"limits", "set", "k", "--weight", "1"}, "--concurrency"},
 				{[]string{"limits", "set", "a*b", "--concurrency", "1"}, "key"},
 				{[]string{"limits", "set", "--concurrency", "1"}, "want exactly one key"},
 				{[]string{"limits", "get", "a b"}, "key"},

@@ -33,7 +33,7 @@ resolved AS (
 )
 UPDATE readpast_groups g
 SET limit_key = r.limit_key, max_running = r.max_running,
-    interval_us = r.interval_us, burst = r.burst,
+    interval_us = r.interval_us, burst = r.burst, weight = r.weight,
     tat = CASE WHEN g.interval_us > 0 AND r.interval_us > 0 AND g.interval_us <> r.interval_us
                     AND g.tat > clock_timestamp()
                THEN clock_timestamp() + ceil(extract(epoch FROM g.tat - clock_timestamp()) * 1000000
@@ -41,6 +41,6 @@ SET limit_key = r.limit_key, max_running = r.max_running,
                ELSE g.tat END
 FROM resolved r
 WHERE g.group_key = r.group_key
-  AND (g.limit_key, g.max_running, g.interval_us, g.burst)
-      IS DISTINCT FROM (r.limit_key, r.max_running, r.interval_us, r.burst)
+  AND (g.limit_key, g.max_running, g.interval_us, g.burst, g.weight)
+      IS DISTINCT FROM (r.limit_key, r.max_running, r.interval_us, r.burst, r.weight)
 RETURNING g.group_key

@@ -17,9 +17,9 @@
 --   claims walk disjoint marks. Full and idle groups have no marks, so
 --   they cost nothing here.
 -- locked: the rows of the groups (keys) those marks name, locked SKIP
---   LOCKED, with their newest running count and limit: max_running, and
---   the rate as interval_us (0: none), burst and tat (the bucket's
---   theoretical arrival time; docs/design/flow-control.md).
+--   LOCKED, with their newest running count and limit: max_running, the
+--   rate as interval_us (0: none), burst and tat (the bucket's
+--   theoretical arrival time; docs/design/flow-control.md), and weight.
 -- new_keys / new_groups: marked keys that have no row in this snapshot.
 --   This claim creates their rows, under a try-lock on the key that every
 --   transaction inserting or deleting a key's row takes, so two of them
@@ -45,9 +45,12 @@
 --   finished or rescheduled since the snapshot is left alone.
 -- picked: the first $3 of both kinds in claim order, a keyed job at its
 --   turn (an ungrouped job's turn is its run_at) and in its round (its
---   place among its key's heads; an ungrouped job's is the first):
---   priority, round, turn, run_at, id, so that a claim takes a job of each
---   key it reads before a second of any. Along a key's stream neither the
+--   place among its key's heads this claim took, divided by the key's
+--   weight; an ungrouped job's is the first, as a key of one job):
+--   priority, round, turn, run_at, id, so that a claim takes up to weight
+--   jobs of each key it reads before more of any. Heads it cannot take (in
+--   other queues, held, or changed since the snapshot) have no round, so
+--   they push no job of their key back. Along a key's stream neither the
 --   round nor the turn goes back, so any cut is a prefix of it.
 -- created / bumped: the key rows count their newly running jobs and, with
 --   a rate, move tat on by one interval a start; served_at becomes the
@@ -100,7 +103,7 @@ marked AS (
     SELECT DISTINCT group_key FROM marks WHERE readpast_stall('claim.group_rows', group_key)
 ),
 locked AS (
-    SELECT group_key, running, max_running, interval_us, burst, tat, served_at
+    SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR UPDATE SKIP LOCKED
@@ -116,7 +119,7 @@ new_keys AS (
 ),
 new_groups AS (
     SELECT n.group_key, 0 AS running, k.max_running, k.interval_us, k.burst,
-           NULL::timestamptz AS tat, NULL::timestamptz AS served_at, k.limit_key
+           NULL::timestamptz AS tat, NULL::timestamptz AS served_at, k.weight, k.limit_key
     FROM new_keys n
     CROSS JOIN LATERAL readpast_key_limit(n.group_key) k
     WHERE k.ok
@@ -132,15 +135,15 @@ decided AS (
                  ELSE greatest(floor((g.burst * g.interval_us
                          - greatest(extract(epoch FROM g.tat - t.at) * 1000000, 0)) / g.interval_us), 0)::bigint
                  END) AS takes,
-           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at
-    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at FROM locked
+           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at, g.weight
+    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight FROM locked
           UNION ALL
-          SELECT group_key, running, max_running, interval_us, burst, tat, served_at FROM new_groups) g
+          SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight FROM new_groups) g
     CROSS JOIN claim_time t
 ),
 heads AS (
     SELECT h.id, h.queue, h.priority, h.run_at, greatest(h.run_at, d.served_at) AS turn,
-           h.rn, d.group_key, h.rn <= d.takes AS claimable
+           d.weight, d.group_key, h.rn <= d.takes AS claimable
     FROM decided d
     CROSS JOIN LATERAL (
         SELECT id, queue, priority, run_at, row_number() OVER (ORDER BY priority, run_at, id) AS rn
@@ -162,7 +165,11 @@ picked AS (
     SELECT id, group_key
     FROM (SELECT id, priority, 1::bigint AS round, run_at AS turn, run_at, group_key FROM ungrouped
           UNION ALL
-          SELECT t.id, t.priority, h.rn, h.turn, t.run_at, t.group_key FROM taken_heads t JOIN heads h USING (id)) c
+          SELECT t.id, t.priority,
+                 (row_number() OVER (PARTITION BY t.group_key ORDER BY t.priority, t.run_at, t.id) - 1)
+                     / h.weight + 1,
+                 h.turn, t.run_at, t.group_key
+          FROM taken_heads t JOIN heads h USING (id)) c
     ORDER BY priority, round, turn, run_at, id
     LIMIT $3
 ),
@@ -170,8 +177,8 @@ counts AS (
     SELECT group_key, count(*)::int AS n FROM picked WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 created AS (
-    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, limit_key, tat, served_at)
-    SELECT n.group_key, coalesce(c.n, 0), n.max_running, n.interval_us, n.burst, n.limit_key,
+    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, weight, limit_key, tat, served_at)
+    SELECT n.group_key, coalesce(c.n, 0), n.max_running, n.interval_us, n.burst, n.weight, n.limit_key,
            CASE WHEN n.interval_us > 0
            THEN t.at + coalesce(c.n, 0) * n.interval_us * interval '1 microsecond' END,
            CASE WHEN c.n > 0 THEN t.at END

@@ -4,8 +4,8 @@
 -- every limit change that committed before (a later one waits for this
 -- transaction), and the INSERT never waits on another's uncommitted row
 -- of the same key.
-INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, limit_key)
-SELECT $1, 0, k.max_running, k.interval_us, k.burst, k.limit_key
+INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, weight, limit_key)
+SELECT $1, 0, k.max_running, k.interval_us, k.burst, k.weight, k.limit_key
 FROM readpast_key_limit($1) k
 WHERE k.ok
 ON CONFLICT (group_key) DO NOTHING
