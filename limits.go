@@ -97,7 +97,7 @@ func (l Limit) Normalize() (Limit, error) {
 			return l, invalid("rate", "is required with per or burst")
 		}
 		if l.Concurrency == 0 && !weighted {
-			return l, invalid("concurrency", "a rate or a weight is required: a limit must set something")
+			return l, invalid("concurrency", "a rate or a weight above 1 is required: a limit must set something")
 		}
 		return l, nil
 	}

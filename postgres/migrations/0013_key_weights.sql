@@ -4,11 +4,14 @@
 -- 1. A limit's weight is its keys' share among the keys that take turns:
 --    one claim takes up to weight jobs of a key in each of its rounds. A
 --    key's row carries the weight that governs it, as it carries the rest
---    of its limit, so that a claim reads it from the row it locked.
+--    of its limit, so that a claim reads it from the row it locked. The
+--    key rows' column has no CHECK: adding one would scan the table under
+--    the ALTER's exclusive lock, and every claim would wait for it; the
+--    weights come from readpast_limits, which checks them.
 ALTER TABLE readpast_limits
     ADD COLUMN weight integer NOT NULL DEFAULT 1 CHECK (weight BETWEEN 1 AND 100);
 ALTER TABLE readpast_groups
-    ADD COLUMN weight integer NOT NULL DEFAULT 1 CHECK (weight >= 1);
+    ADD COLUMN weight integer NOT NULL DEFAULT 1;
 
 -- 2. readpast_key_limit (0011) resolves the weight too. Its result type
 --    changes, so it is made anew; what it does is unchanged: the limits'
