@@ -23,8 +23,17 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func newPGStore(t testing.TB) *postgres.Store {
 	t.Helper()
+	s, _ := newPGStoreURL(t)
+	return s
+}
+
+// newPGStoreURL opens a migrated PostgreSQL store on a new database,
+// closed when the test ends, and returns it with the database's URL.
+func newPGStoreURL(t testing.TB) (*postgres.Store, string) {
+	t.Helper()
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.URL(t))
+	url := pgtest.URL(t)
+	s, err := postgres.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +41,7 @@ func newPGStore(t testing.TB) *postgres.Store {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, url
 }
 
 // newSQLiteStore opens a SQLite store in a new file, closed when the test ends.

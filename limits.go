@@ -40,8 +40,8 @@ type Limit struct {
 	// Weight is a key's share among the keys that take turns within a
 	// priority: one claim takes up to Weight jobs of the key in each of
 	// its rounds (a job of every key it reads, then a second, ...), so
-	// keys with backlogs start jobs in proportion to their weights. 0
-	// means 1.
+	// keys with backlogs and more weight start more jobs (roughly in
+	// proportion: docs/design/flow-control.md). 0 means 1.
 	Weight int `json:"weight,omitempty"`
 }
 
@@ -85,10 +85,7 @@ func (l Limit) Normalize() (Limit, error) {
 	if l.Weight < 0 || l.Weight > MaxWeight {
 		return l, invalid("weight", "must be between 1 and %d (0: 1)", MaxWeight)
 	}
-	weighted := l.Weight > 1
-	if l.Weight == 0 {
-		l.Weight = 1
-	}
+	l.Weight = max(l.Weight, 1)
 	if l.Rate < 0 {
 		return l, invalid("rate", "must not be negative")
 	}
@@ -96,7 +93,7 @@ func (l Limit) Normalize() (Limit, error) {
 		if l.Per != 0 || l.Burst != 0 {
 			return l, invalid("rate", "is required with per or burst")
 		}
-		if l.Concurrency == 0 && !weighted {
+		if l.Concurrency == 0 && l.Weight == 1 {
 			return l, invalid("concurrency", "a rate or a weight above 1 is required: a limit must set something")
 		}
 		return l, nil

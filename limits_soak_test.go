@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
 )
 
@@ -43,15 +42,7 @@ func TestLimitsSoak(t *testing.T) {
 		interval         = time.Second / rate
 	)
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	base, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base, url := newPGStoreURL(t)
 	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "k:*", Concurrency: conc, Rate: rate, Burst: burst}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/internal/pgtest"
-	"github.com/readpast/readpast/postgres"
 )
 
 var turnsSoak = flag.Bool("turns.soak", false,
@@ -38,27 +36,11 @@ func TestTurnsUnderLoad(t *testing.T) {
 		spacing, work = 2*time.Millisecond, 20*time.Millisecond
 	}
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	base, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base, url := newPGStoreURL(t)
 	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
 		t.Fatal(err)
 	}
-	for n := 0; n < big; n += 1000 {
-		ps := make([]readpast.EnqueueParams, min(1000, big-n))
-		for i := range ps {
-			ps[i] = readpast.EnqueueParams{Kind: "work", Group: "t:big"}
-		}
-		if _, err := base.Enqueue(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
+	enqueueKeyed(t, base, "t:big", big)
 	var (
 		mu        sync.Mutex
 		bigStarts []time.Time
@@ -220,15 +202,7 @@ func TestTurnsShareEqually(t *testing.T) {
 func runBacklogs(t *testing.T, keys, perKey, clients, workers int, run time.Duration, weight func(k int) int) map[string][]time.Time {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	base, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer base.Close()
-	if err := base.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	base, url := newPGStoreURL(t)
 	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
 		t.Fatal(err)
 	}
@@ -241,15 +215,7 @@ func runBacklogs(t *testing.T, keys, perKey, clients, workers int, run time.Dura
 		}
 	}
 	for k := range keys {
-		for n := 0; n < perKey; n += 1000 {
-			ps := make([]readpast.EnqueueParams, min(1000, perKey-n))
-			for i := range ps {
-				ps[i] = readpast.EnqueueParams{Kind: "work", Group: fmt.Sprint("t:", k)}
-			}
-			if _, err := base.Enqueue(ctx, ps); err != nil {
-				t.Fatal(err)
-			}
-		}
+		enqueueKeyed(t, base, fmt.Sprint("t:", k), perKey)
 	}
 	var (
 		mu     sync.Mutex
@@ -310,5 +276,19 @@ func TestWeightedShares(t *testing.T) {
 	}
 	if *turnsSoak && jain < 0.95 {
 		t.Errorf("Jain's index of starts per unit of weight %.3f, want at least 0.95", jain)
+	}
+}
+
+// enqueueKeyed enqueues n jobs of kind "work" to key, a thousand a call.
+func enqueueKeyed(t *testing.T, s readpast.Store, key string, n int) {
+	t.Helper()
+	for done := 0; done < n; done += 1000 {
+		ps := make([]readpast.EnqueueParams, min(1000, n-done))
+		for i := range ps {
+			ps[i] = readpast.EnqueueParams{Kind: "work", Group: key}
+		}
+		if _, err := s.Enqueue(context.Background(), ps); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

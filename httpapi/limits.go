@@ -24,8 +24,7 @@ type Limit struct {
 	PerSeconds float64 `json:"per_seconds"`
 	Burst      int     `json:"burst"`
 	// Weight is how many of the key's jobs a claim takes in each of its
-	// rounds: keys with backlogs start jobs in proportion to their
-	// weights.
+	// rounds: keys with backlogs and more weight start more jobs.
 	Weight int `json:"weight"`
 }
 

@@ -294,3 +294,80 @@ func TestRescueRacingALateCompletionOfALimitedKey(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightChangeReachesARowBeingCreated: a change of a template's weight
+// alone, while a claim has created a key's row with the old weight and
+// not committed, must reach that row: the change waits for the claim and
+// then applies itself, the weight counting as a change of the limit.
+func TestWeightChangeReachesARowBeingCreated(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "c:*", Concurrency: 5})
+	keyJobs(t, s, "c:1", "qa", 3)
+	claimer := newStall(t, s, "claim.end")
+	done := async(func() error {
+		_, err := claimer.store.Claim(ctx, claimQ("stalled", 1, "qa"))
+		return err
+	})
+	claimer.waitBlocked() // c:1's row created with weight 1, not committed
+	put := async(func() error {
+		_, err := s.PutLimit(ctx, readpast.Limit{Key: "c:*", Concurrency: 5, Weight: 4})
+		return err
+	})
+	time.Sleep(100 * time.Millisecond)
+	claimer.open()
+	within(t, "the claim", 2*time.Second, done)
+	within(t, "PutLimit", 2*time.Second, put)
+	var weight int
+	if err := s.Pool().QueryRow(ctx, `SELECT weight FROM readpast_groups WHERE group_key = 'c:1'`).Scan(&weight); err != nil {
+		t.Fatal(err)
+	}
+	if weight != 4 {
+		t.Fatalf("c:1's row has weight %d after the template's weight went to 4, want 4", weight)
+	}
+	checkGroups(t, s)
+}
+
+// TestRoundsSkipAHeldHead: a key's first job is held by another
+// transaction (a caller's open transaction locked its row) when a claim
+// reads the key. The claim cannot take that job, so it must not count it
+// in the key's rounds: the key's next job is in the first round, and,
+// due before four ungrouped jobs, is taken. Counted from the held job it
+// would be in the second round, behind all four, and the key would take
+// nothing for as long as the row is held.
+func TestRoundsSkipAHeldHead(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "t:*", Concurrency: 10})
+	keyJobs(t, s, "t:k", "qa", 3)
+	time.Sleep(2 * time.Millisecond)
+	for range 4 {
+		if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "u", Queue: "qa"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var held int64
+	if err := tx.QueryRow(ctx, `SELECT id FROM readpast_jobs WHERE group_key = 't:k' ORDER BY id LIMIT 1 FOR UPDATE`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	got := claimWithin(t, "a claim of 4", 2*time.Second, s, claimQ("w", 4, "qa"))
+	keyed := 0
+	for _, j := range got {
+		if j.ID == held {
+			t.Fatalf("the claim took job %d, which another transaction holds", held)
+		}
+		if j.Group != nil {
+			keyed++
+		}
+	}
+	if keyed != 1 || len(got) != 4 {
+		t.Fatalf("a claim of 4 took %d jobs, %d of t:k; want 4, one of t:k (its first free job, due before the ungrouped ones)", len(got), keyed)
+	}
+}
