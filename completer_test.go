@@ -61,7 +61,18 @@ func TestCompleterGathersAWindow(t *testing.T) {
 	if calls := run(300 * time.Millisecond); len(calls) > completerWriters {
 		t.Errorf("window 300ms: %d statements %v for a burst of %d, want at most one per writer (%d)", len(calls), calls, n, completerWriters)
 	}
-	if calls := run(-1); len(calls) < n/2 {
+	// Without a window a completion waits for nobody, so a writer that
+	// was not descheduled writes it alone. On a loaded machine the writers
+	// may not run for a few milliseconds and find several waiting: the
+	// burst is tried again, up to three times; a completer that held
+	// completions back would gather them every time.
+	var calls []int
+	for range 3 {
+		if calls = run(-1); len(calls) >= n/2 {
+			break
+		}
+	}
+	if len(calls) < n/2 {
 		t.Errorf("no window: %d statements %v for %d completions 200µs apart, want about one each", len(calls), calls, n)
 	}
 }
