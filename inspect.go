@@ -24,6 +24,20 @@ type Inspector interface {
 	// BusiestGroups returns up to limit concurrency groups with the most
 	// live jobs (pending and running), most first, then by name.
 	BusiestGroups(ctx context.Context, limit int) ([]GroupLoad, error)
+	// QueueActivity is Activity for the jobs of one queue.
+	QueueActivity(ctx context.Context, queue string, since time.Time) ([]ActivityMinute, error)
+	// QueueGroups is BusiestGroups among the live jobs of one queue: a
+	// group's Running and Pending count its jobs in that queue only.
+	QueueGroups(ctx context.Context, queue string, limit int) ([]GroupLoad, error)
+	// OldestDueJob returns the due pending job of queue that has waited
+	// longest (the earliest run_at, then the lowest id), or nil when none
+	// is due.
+	OldestDueJob(ctx context.Context, queue string) (*Job, error)
+	// Retrying lists the jobs that wait to run again after a failed
+	// attempt (RetryingParams), newest failure first. It reads at most
+	// p.Scan of them, along an index of the retrying jobs only, so that
+	// its cost does not depend on how many jobs wait in all.
+	Retrying(ctx context.Context, p RetryingParams) (RetryingResult, error)
 	// Search lists jobs like Store.List, newest first, and can also match
 	// text in a job's payload or errors. One call examines at most p.Scan
 	// jobs (the newest ones below the cursor), so that its cost does not
@@ -45,6 +59,10 @@ type QueueSummary struct {
 	Scheduled int64 `json:"scheduled"`
 	// Running counts its jobs held by workers.
 	Running int64 `json:"running"`
+	// Retrying counts its pending jobs, due or scheduled, that wait to
+	// run again after a failed attempt (Inspector.Retrying lists them):
+	// they are among Pending and Scheduled too.
+	Retrying int64 `json:"retrying"`
 	// Succeeded, Failed and Cancelled count the jobs that reached each
 	// final state since the time asked for.
 	Succeeded int64 `json:"succeeded"`
@@ -138,5 +156,60 @@ type SearchResult struct {
 	Next string
 	// Partial reports that the call stopped at its Scan budget before
 	// Limit jobs matched: older jobs, from Next on, may match too.
+	Partial bool
+}
+
+// Limits of RetryingParams.
+const (
+	// DefaultRetryingScan is RetryingParams.Scan's default.
+	DefaultRetryingScan = 10_000
+	// MaxRetryingScan caps RetryingParams.Scan.
+	MaxRetryingScan = 100_000
+)
+
+// RetryingParams selects the jobs Inspector.Retrying lists. A retrying
+// job is a pending job that has failed at least one attempt and waits to
+// run again (Attempt >= 1: a released or snoozed attempt is not counted,
+// and Store.Retry of a failed job starts its attempts again from 0).
+type RetryingParams struct {
+	// Queue keeps the jobs of one queue; empty: every queue.
+	Queue string
+	// Limit is the most jobs returned; 0 means 100, at most 1000.
+	Limit int
+	// Scan is the most retrying jobs one call reads, those whose latest
+	// attempt started last first; 0 means DefaultRetryingScan.
+	Scan int
+}
+
+// Normalize fills defaults into p and checks every field.
+func (p RetryingParams) Normalize() (RetryingParams, error) {
+	if p.Queue != "" {
+		if err := CheckQueue(p.Queue); err != nil {
+			return p, err
+		}
+	}
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	if p.Limit < 1 || p.Limit > 1000 {
+		return p, invalid("limit", "must be between 1 and 1000")
+	}
+	if p.Scan == 0 {
+		p.Scan = DefaultRetryingScan
+	}
+	if p.Scan < 1 || p.Scan > MaxRetryingScan {
+		return p, invalid("scan", "must be between 1 and %d", MaxRetryingScan)
+	}
+	return p, nil
+}
+
+// RetryingResult is the answer to Inspector.Retrying.
+type RetryingResult struct {
+	// Jobs are the retrying jobs, newest failure first (the time of a
+	// job's latest error, then the higher id first).
+	Jobs []*Job
+	// Partial reports that more jobs were retrying than the call read
+	// (RetryingParams.Scan): it read those whose latest attempt started
+	// last, so a job that started earlier and failed later may be missing.
 	Partial bool
 }

@@ -51,10 +51,26 @@ type Store interface {
 	// Cancel moves a pending or running job to cancelled. A running job's
 	// token stops being current. ErrInvalidState for a finished job.
 	Cancel(ctx context.Context, id int64) (*Job, error)
+	// CancelPending cancels a job only while it is pending, as Cancel
+	// does (to history as cancelled, its unique key released): a running
+	// job is left alone, its token still current, and it and finished
+	// jobs give ErrInvalidState naming the state; an unknown id
+	// ErrNotFound. A claim that takes the job first wins: CancelPending
+	// then finds it running.
+	CancelPending(ctx context.Context, id int64) (*Job, error)
 	// Retry makes a job pending now: a failed or cancelled job comes back
 	// from history with its attempts reset; a pending job runs now.
 	// ErrInvalidState for running and succeeded jobs.
 	Retry(ctx context.Context, id int64) (*Job, error)
+	// RunNow makes a pending job due now ("Run now" for a scheduled job):
+	// a job whose run-at is later than now gets now, at its place in
+	// claim order behind the jobs due before it, and is claimable at once
+	// (a grouped job as soon as its key has a free slot); a job due
+	// already is returned unchanged. It never revives a job: running,
+	// succeeded, failed and cancelled jobs give ErrInvalidState naming
+	// the state, and an unknown id ErrNotFound. A claim that takes the
+	// job first wins: RunNow then finds it running.
+	RunNow(ctx context.Context, id int64) (*Job, error)
 	// Delete deletes a finished (succeeded, failed or cancelled) job, its
 	// tags, and its unique key if it still holds one. ErrInvalidState for
 	// a pending or running job, ErrNotFound for an unknown id.

@@ -5,10 +5,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/readpast/readpast/httpapi"
 )
@@ -28,6 +31,11 @@ type viewer struct {
 	access httpapi.Access
 	// csrf is the anti-forgery token of this viewer's forms.
 	csrf string
+	// badCookie: the login cookie holds a token that is not valid.
+	badCookie bool
+	// wait, when not 0, is how long the client address must wait before
+	// its login cookie is checked again (httpapi.Throttle).
+	wait time.Duration
 }
 
 // LoggedIn reports whether the viewer may see the pages (auth off, or a
@@ -62,7 +70,11 @@ func csrfToken(secret []byte) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// authenticate reads the login cookie.
+// authenticate reads the login cookie. A cookie is a token presented like
+// any other: one that is not valid spends one of the client address's
+// attempts, and while the address has none left it is not checked
+// (httpapi.Throttle). The static files need no login, and their requests'
+// cookies are not looked at.
 func (h *Handler) authenticate(r *http.Request) *viewer {
 	v := &viewer{authOn: h.guard.AuthOn()}
 	if !v.authOn {
@@ -71,11 +83,48 @@ func (h *Handler) authenticate(r *http.Request) *viewer {
 		return v
 	}
 	token := cookieToken(r)
-	v.access = h.guard.TokenAccess(token)
-	if v.access != httpapi.NoAccess {
+	if token == "" || strings.HasPrefix(r.URL.Path, "/static/") {
+		return v
+	}
+	v.access, v.wait = h.throttle.TokenAccess(r, h.guard, token)
+	switch {
+	case v.wait > 0:
+		// Not checked: the address has no try left (see needLogin).
+	case v.access == httpapi.NoAccess:
+		v.badCookie = true
+	default:
 		v.csrf = csrfToken([]byte(token))
 	}
 	return v
+}
+
+// clearBadCookie tells the browser to drop a login cookie that holds a
+// token that is not valid, so that it is not presented, and counted as a
+// failed attempt, again.
+func clearBadCookie(w http.ResponseWriter, v *viewer) {
+	if v.badCookie {
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1,
+			Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+}
+
+// tooManyAttempts answers a request refused by the throttle: the login
+// page (login) or an error page saying how long to wait, with status 429
+// and Retry-After.
+func (h *Handler) tooManyAttempts(w http.ResponseWriter, r *http.Request, v *viewer, wait time.Duration, next string, login bool) {
+	secs := int(wait / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	unit := "seconds"
+	if secs == 1 {
+		unit = "second"
+	}
+	msg := fmt.Sprintf("Too many failed logins from your address. Wait %d %s, then try again.", secs, unit)
+	if !login {
+		h.errorPage(w, r, v, http.StatusTooManyRequests, msg)
+		return
+	}
+	d := loginData{Next: next, Message: msg, Insecure: !h.secureContext(r)}
+	h.render(w, r, v, http.StatusTooManyRequests, "login", page{Title: "Log in", Data: d})
 }
 
 // cookieToken returns the token the login cookie holds, or "".
@@ -111,6 +160,11 @@ func viewerOf(r *http.Request) *viewer {
 // reloads it: a SameSite=Strict cookie is not sent with a navigation that
 // starts on another site, but is with one that starts here.
 func (h *Handler) needLogin(w http.ResponseWriter, r *http.Request, v *viewer) {
+	if v.wait > 0 {
+		h.tooManyAttempts(w, r, v, v.wait, "", false)
+		return
+	}
+	clearBadCookie(w, v)
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.errorPage(w, r, v, http.StatusUnauthorized, "Your login has ended. Log in again, then retry.")
 		return
@@ -148,14 +202,21 @@ func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	d := loginData{Next: next, Insecure: !secureContext(r)}
+	if v.wait > 0 {
+		h.tooManyAttempts(w, r, v, v.wait, next, true)
+		return
+	}
+	clearBadCookie(w, v)
+	d := loginData{Next: next, Insecure: !h.secureContext(r)}
 	if r.URL.Query().Get("ended") != "" {
 		d.Message = "Your login has ended (the token is no longer accepted). Log in again."
 	}
 	h.render(w, r, v, http.StatusOK, "login", page{Title: "Log in", Data: d})
 }
 
-// login checks the token and keeps it in the login cookie.
+// login checks the token and keeps it in the login cookie. A token that
+// is not valid spends one of the client address's attempts; while the
+// address has none left, the token is not checked (httpapi.Throttle).
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	v := viewerOf(r)
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
@@ -169,8 +230,17 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	if h.guard.TokenAccess(token) == httpapi.NoAccess {
-		d := loginData{Next: next, Message: "That token is not valid.", Insecure: !secureContext(r)}
+	access, wait := httpapi.NoAccess, v.wait
+	if wait == 0 {
+		access, wait = h.throttle.TokenAccess(r, h.guard, token)
+	}
+	if wait > 0 {
+		h.tooManyAttempts(w, r, v, wait, next, true)
+		return
+	}
+	if access == httpapi.NoAccess {
+		clearBadCookie(w, v)
+		d := loginData{Next: next, Message: "That token is not valid.", Insecure: !h.secureContext(r)}
 		h.render(w, r, v, http.StatusUnauthorized, "login", page{Title: "Log in", Data: d})
 		return
 	}
@@ -196,7 +266,12 @@ func (h *Handler) loginCheck(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	d := loginData{Next: next, Insecure: !secureContext(r),
+	if v.wait > 0 {
+		h.tooManyAttempts(w, r, v, v.wait, next, true)
+		return
+	}
+	clearBadCookie(w, v)
+	d := loginData{Next: next, Insecure: !h.secureContext(r),
 		Message: "Your browser did not keep the login cookie. It is a Secure cookie: open the dashboard over HTTPS, " +
 			"or as http://localhost or http://127.0.0.1 (an SSH tunnel works), and check that cookies are allowed."}
 	h.render(w, r, v, http.StatusOK, "login", page{Title: "Log in", Data: d})
@@ -211,9 +286,9 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, _ *viewer) {
 
 // secureContext reports whether a browser treats the page as a secure
 // context, where it keeps Secure cookies: HTTPS (directly, or through a
-// proxy that says so), or a loopback host.
-func secureContext(r *http.Request) bool {
-	if r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+// trusted proxy that says so with X-Forwarded-Proto), or a loopback host.
+func (h *Handler) secureContext(r *http.Request) bool {
+	if h.throttle.ViaHTTPS(r) {
 		return true
 	}
 	host := r.Host

@@ -74,8 +74,11 @@ func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
 	t.Run("job page", func(t *testing.T) { b.t = t; testBrowserJob(b, s) })
 	t.Run("actions", func(t *testing.T) { b.t = t; testBrowserActions(b, st, s) })
 	t.Run("schedules", func(t *testing.T) { b.t = t; testBrowserSchedules(b, st, s) })
+	t.Run("run now", func(t *testing.T) { b.t = t; testBrowserRunNow(b, st) })
 	t.Run("limits", func(t *testing.T) { b.t = t; testBrowserLimits(b, st) })
 	t.Run("bulk", func(t *testing.T) { b.t = t; testBrowserBulk(b, st) })
+	t.Run("queue page", func(t *testing.T) { b.t = t; testBrowserQueuePage(b, bk) })
+	t.Run("retries", func(t *testing.T) { b.t = t; testBrowserRetries(b, bk) })
 	t.Run("keyboard", func(t *testing.T) { b.t = t; testBrowserKeyboard(b, st) })
 	t.Run("phone and dark", func(t *testing.T) { b.t = t; testBrowserPhoneDark(b, s) })
 	t.Run("forged posts", func(t *testing.T) { b.t = t; testBrowserForgery(b, st, s) })
@@ -515,28 +518,6 @@ func testBrowserBulk(b *browser, st testStore) {
 	if got := state(other); got != readpast.StatePending {
 		b.t.Fatalf("the bulk delete reached job %d: %s", other, got)
 	}
-}
-
-// testBrowserLimits: the limits page shows each declared limit and the
-// keys it governs, with their running jobs, tokens and next start.
-func testBrowserLimits(b *browser, st testStore) {
-	ctx := context.Background()
-	if _, err := st.PutLimit(ctx, readpast.Limit{Key: "partner:*", Concurrency: 3, Rate: 30, Per: time.Hour, Burst: 2}); err != nil {
-		b.t.Fatal(err)
-	}
-	if g, err := st.TakeTokens(ctx, "partner:acme", 2); err != nil || !g.Granted {
-		b.t.Fatalf("TakeTokens: %+v %v", g, err)
-	}
-	b.nav("/")
-	b.click("nav a[href='/limits']")
-	b.waitVisible("table.keys")
-	b.wantText("#limit-partner\\:\\*", "3 at once · 30 per 1 h, bursts of 2")
-	row := "#key-partner\\:acme"
-	b.wantText(row+" td.running", "0 of 3")
-	b.wantText(row+" td.tokens", "0")
-	b.wantText(row+" td.next", "(in ")
-	b.checkLabels()
-	b.shot("limits")
 }
 
 func testBrowserSchedules(b *browser, st testStore, s seeded) {

@@ -52,6 +52,13 @@ type Config struct {
 	Tokens       []string
 	ReadTokens   []string
 	AllowedHosts []string
+	// Throttle limits, per client address, the failed logins and login
+	// cookies: past its burst, the login page says how long to wait
+	// (429) and no token is checked. Give it the API's (httpapi.Config)
+	// so that both count together; its trusted proxies also decide whose
+	// X-Forwarded-Proto is believed. nil means a throttle of the
+	// dashboard's own, with the httpapi.ThrottleConfig defaults.
+	Throttle *httpapi.Throttle
 	// RefreshInterval is the shortest time between two refreshes of the
 	// overview's figures, which are shared by everyone looking; a refresh
 	// that took d waits at least 10 d before the next. 0 means
@@ -67,6 +74,7 @@ type Handler struct {
 	store    readpast.Store
 	insp     readpast.Inspector
 	guard    *httpapi.Guard
+	throttle *httpapi.Throttle
 	log      *slog.Logger
 	pages    *pages
 	static   *assets
@@ -100,6 +108,12 @@ func New(cfg Config) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	throttle := cfg.Throttle
+	if throttle == nil {
+		if throttle, err = httpapi.NewThrottle(httpapi.ThrottleConfig{Logger: log}); err != nil {
+			return nil, err
+		}
+	}
 	static, err := loadAssets()
 	if err != nil {
 		return nil, err
@@ -112,6 +126,7 @@ func New(cfg Config) (*Handler, error) {
 		store:    cfg.Store,
 		insp:     insp,
 		guard:    guard,
+		throttle: throttle,
 		log:      log,
 		pages:    pg,
 		static:   static,
@@ -149,9 +164,15 @@ func (h *Handler) routes() {
 	page("GET /bulk/{action}", h.bulkPage)
 	page("POST /bulk/{action}", h.bulkDo)
 	page("POST /queues/{name}/{action}", h.queueAction)
+	page("GET /queues/{name}", h.queuePage)
+	page("GET /queues/{name}/live", h.queueLive)
+	page("GET /retries", h.retriesPage)
+	page("POST /retries/{action}", h.retriesDo)
 	page("GET /schedules", h.schedulesPage)
 	page("POST /schedules/{name}/{action}", h.scheduleAction)
 	page("GET /limits", h.limitsPage)
+	page("POST /limits", h.limitSet)
+	page("POST /limits/delete", h.limitDelete)
 	page("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /login", h.loginPage)
 	h.mux.HandleFunc("POST /login", h.login)
@@ -166,7 +187,8 @@ func (h *Handler) routes() {
 // another origin may have made (httpapi.Guard.CheckRequest), then lets the
 // login page and the static files through and authenticates the rest: a
 // page needs a valid login (or auth off), and an action (a POST) needs
-// full access and the form's anti-forgery token.
+// full access and the form's anti-forgery token. Logging out is the one
+// POST a read-only login may make; it too needs the form's token.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -195,7 +217,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if v.access != httpapi.FullAccess {
+		if v.access != httpapi.FullAccess && pattern != "POST /logout" {
 			h.errorPage(w, r, v, http.StatusForbidden, "This token may only look: it cannot change anything.")
 			return
 		}

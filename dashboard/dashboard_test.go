@@ -19,8 +19,8 @@ import (
 )
 
 const (
-	fullToken = "full-token-Zm9v"
-	readToken = "read-token-YmFy"
+	fullToken = "full-token-Zm9vYmFyYmF6"
+	readToken = "read-token-YmFyYmF6cXV4"
 )
 
 // env is a dashboard on a fresh SQLite store, served by httptest.
@@ -242,6 +242,33 @@ func TestReadOnly(t *testing.T) {
 	qs, err := e.store.Queues(context.Background())
 	if err != nil || len(qs) != 1 || qs[0].Paused {
 		t.Fatalf("a read-only token paused a queue: %+v, %v", qs, err)
+	}
+}
+
+// TestReadOnlyLogOut: a read-only login, which is shown "Log out", can
+// log out; its logout needs the form's anti-forgery token like any other
+// POST, and a post made by another site is refused.
+func TestReadOnlyLogOut(t *testing.T) {
+	e := newEnv(t, true)
+	over := e.do(req{path: "/", token: readToken})
+	if over.status != http.StatusOK || !strings.Contains(over.body, `action="/logout"`) {
+		t.Fatalf("overview, read-only: %d, no logout form\n%s", over.status, over.body)
+	}
+	csrf := csrfOf(t, over.body)
+	for name, r := range map[string]req{
+		"no form token":    {method: "POST", path: "/logout", token: readToken, form: url.Values{}},
+		"wrong form token": {method: "POST", path: "/logout", token: readToken, form: url.Values{csrfField: {csrfToken([]byte(fullToken))}}},
+		"cross-site": {method: "POST", path: "/logout", token: readToken, form: url.Values{csrfField: {csrf}},
+			header: map[string]string{"Sec-Fetch-Site": "cross-site"}},
+	} {
+		if got := e.do(r); got.status != http.StatusForbidden || got.header.Get("Set-Cookie") != "" {
+			t.Errorf("read-only logout, %s: %d, Set-Cookie %q", name, got.status, got.header.Get("Set-Cookie"))
+		}
+	}
+	r := e.do(req{method: "POST", path: "/logout", token: readToken, form: url.Values{csrfField: {csrf}}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/login" ||
+		!strings.HasPrefix(r.header.Get("Set-Cookie"), cookieName+"=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Strict") {
+		t.Fatalf("read-only logout: %d to %q, Set-Cookie %q\n%s", r.status, r.header.Get("Location"), r.header.Get("Set-Cookie"), r.body)
 	}
 }
 

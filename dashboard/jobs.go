@@ -221,13 +221,17 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 			http.Redirect(w, r, "/jobs?done=delete", http.StatusSeeOther)
 			return
 		}
+	case "run":
+		// Only a pending job: one that failed or was cancelled since the
+		// page was shown is refused, not revived.
+		_, err = h.store.RunNow(ctx, id)
 	default:
-		// Store.Retry makes a failed or cancelled job pending, and a
-		// pending job due now: the page offered one of the two, so the
-		// job must still be in a state the page offered it for.
+		// Store.Retry also makes a pending job due now: the page offered
+		// a retry for a failed or cancelled job, so the job must still be
+		// one.
 		var j *readpast.Job
 		if j, err = h.store.Get(ctx, id); err == nil {
-			if (action == "run") != (j.State == readpast.StatePending) {
+			if j.State == readpast.StatePending {
 				err = fmt.Errorf("job %d is %s: %w", id, j.State, readpast.ErrInvalidState)
 			} else {
 				_, err = h.store.Retry(ctx, id)
@@ -247,6 +251,12 @@ func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 // redirectDone sends the browser back to the page the action's form names
 // (or fallback), which shows what was done.
 func (h *Handler) redirectDone(w http.ResponseWriter, r *http.Request, fallback, action string) {
+	h.redirectDoneWith(w, r, fallback, action, nil)
+}
+
+// redirectDoneWith is redirectDone with more of what was done in the
+// query (extra), for the page's message.
+func (h *Handler) redirectDoneWith(w http.ResponseWriter, r *http.Request, fallback, action string, extra url.Values) {
 	next := fallback
 	if n := r.PostForm.Get("next"); n != "" {
 		next = localPath(n)
@@ -257,6 +267,9 @@ func (h *Handler) redirectDone(w http.ResponseWriter, r *http.Request, fallback,
 	}
 	q := u.Query()
 	q.Set("done", action)
+	for k, vs := range extra {
+		q[k] = vs
+	}
 	u.RawQuery = q.Encode()
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -42,9 +43,15 @@ type overview struct {
 	Queues  []readpast.QueueSummary
 	Minutes []readpast.ActivityMinute
 	Groups  []readpast.GroupLoad
+	// A queue page's figures (queue.go) leave Queues empty, and have the
+	// queue's due job that has waited longest (nil: none is due) and the
+	// declared limits.
+	Oldest *readpast.Job
+	Limits []readpast.LimitInfo
 }
 
-// sampler keeps the overview's figures, shared by every viewer. Counting
+// sampler keeps the overview's figures (or a queue page's), shared by
+// every viewer. Counting
 // the live jobs of a large queue takes a while (about 150 ms for a million
 // on a small machine), so pages do not count: they show the latest
 // figures, and ask for a refresh when those are older than the refresh
@@ -53,14 +60,19 @@ type overview struct {
 // (but for one when the handler starts, so that the first page has
 // figures to show).
 type sampler struct {
-	insp readpast.Inspector
+	// read fills in the figures of a refresh.
+	read func(ctx context.Context, ov *overview) error
 	log  *slog.Logger
 	min  time.Duration
 	now  func() time.Time
 
+	// The queue pages' samplers share the overview's context and wait
+	// group: closing the overview's stops them all.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     *sync.WaitGroup
+	// queues keeps the queue pages' samplers (queue.go); nil in those.
+	queues *queueSamplers
 
 	mu  sync.Mutex
 	cur *overview
@@ -80,7 +92,23 @@ type sampler struct {
 
 func newSampler(insp readpast.Inspector, log *slog.Logger, min time.Duration) *sampler {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sampler{insp: insp, log: log, min: min, now: time.Now, ctx: ctx, cancel: cancel}
+	s := &sampler{log: log, min: min, now: time.Now, ctx: ctx, cancel: cancel, wg: new(sync.WaitGroup)}
+	s.read = func(ctx context.Context, ov *overview) error {
+		var wg sync.WaitGroup
+		var errs [3]error
+		wg.Go(func() { ov.Queues, errs[0] = insp.QueueSummaries(ctx, ov.Since) })
+		wg.Go(func() { ov.Minutes, errs[1] = insp.Activity(ctx, ov.Since) })
+		wg.Go(func() { ov.Groups, errs[2] = insp.BusiestGroups(ctx, busiestGroups) })
+		wg.Wait()
+		return errors.Join(errs[:]...)
+	}
+	s.queues = &queueSamplers{parent: s}
+	return s
+}
+
+// child makes a sampler that reads with read and stops with s.
+func (s *sampler) child(read func(ctx context.Context, ov *overview) error) *sampler {
+	return &sampler{read: read, log: s.log, min: s.min, now: s.now, ctx: s.ctx, cancel: s.cancel, wg: s.wg}
 }
 
 // close stops the sampler and waits for a refresh in flight.
@@ -105,6 +133,12 @@ func (s *sampler) start() <-chan struct{} {
 		return s.inflight
 	}
 	done := make(chan struct{})
+	if err := s.ctx.Err(); err != nil {
+		// Closed: no refresh starts any more.
+		s.err = err
+		close(done)
+		return done
+	}
 	s.inflight = done
 	s.wg.Go(func() {
 		ov, err := s.load()
@@ -131,22 +165,14 @@ func (s *sampler) start() <-chan struct{} {
 	return done
 }
 
-// load reads the figures, the three reads at once.
+// load reads the figures, the reads at once.
 func (s *sampler) load() (*overview, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, refreshTimeout)
 	defer cancel()
 	start := s.now()
 	ov := &overview{At: start, Since: start.UTC().Truncate(time.Minute).Add(-window + time.Minute)}
-	var wg sync.WaitGroup
-	var errs [3]error
-	wg.Go(func() { ov.Queues, errs[0] = s.insp.QueueSummaries(ctx, ov.Since) })
-	wg.Go(func() { ov.Minutes, errs[1] = s.insp.Activity(ctx, ov.Since) })
-	wg.Go(func() { ov.Groups, errs[2] = s.insp.BusiestGroups(ctx, busiestGroups) })
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := s.read(ctx, ov); err != nil {
+		return nil, err
 	}
 	ov.Took = s.now().Sub(start)
 	return ov, nil
@@ -268,6 +294,7 @@ func (h *Handler) overviewFor(r *http.Request, v *viewer, wait time.Duration) ov
 		d.Totals.Pending += q.Pending
 		d.Totals.Scheduled += q.Scheduled
 		d.Totals.Running += q.Running
+		d.Totals.Retrying += q.Retrying
 		d.Totals.Succeeded += q.Succeeded
 		d.Totals.Failed += q.Failed
 		d.Totals.Cancelled += q.Cancelled

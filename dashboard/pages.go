@@ -61,8 +61,10 @@ func parsePages(a *assets) (*pages, error) {
 		"queueJobs": func(queue, state string) template.URL {
 			return jobsURL(filter{Queue: queue, State: state}.values())
 		},
-		"groupJobs": func(group string) template.URL { return jobsURL(filter{Group: group}.values()) },
-		"tagJobs":   func(tag string) template.URL { return jobsURL(filter{Tag: tag}.values()) },
+		"groupJobs":  func(group string) template.URL { return jobsURL(filter{Group: group}.values()) },
+		"queueURL":   queueURL,
+		"retriesURL": retriesURL,
+		"tagJobs":    func(tag string) template.URL { return jobsURL(filter{Tag: tag}.values()) },
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {

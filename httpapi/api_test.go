@@ -615,7 +615,7 @@ func TestGetNotFoundAndRouting(t *testing.T) {
 }
 
 func TestHealthAndReady(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Tokens = []string{"secret"} })
+	e := newEnv(t, func(c *Config) { c.Tokens = []string{"secret-0123456789abcdef"} })
 	e.must("GET", "/healthz", "", 200, nil)
 	e.must("GET", "/readyz", "", 200, nil)
 	if err := e.store.Close(); err != nil {
@@ -627,8 +627,8 @@ func TestHealthAndReady(t *testing.T) {
 
 func TestAuth(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
-		c.Tokens = []string{"full-1", "full-2"}
-		c.ReadTokens = []string{"read-1"}
+		c.Tokens = []string{"full-1-0123456789abcdef", "full-2-0123456789abcdef"}
+		c.ReadTokens = []string{"read-1-0123456789abcdef"}
 	})
 	do := func(method, path, body, token string) (int, []byte) {
 		return e.doCtx(context.Background(), method, path, body, token)
@@ -648,10 +648,10 @@ func TestAuth(t *testing.T) {
 	}
 	st, b := do("POST", "/v1/jobs", `{"kind":"a"}`, "")
 	checkError(t, "POST without token", st, b, 401, CodeUnauthorized, "")
-	st, b = do("POST", "/v1/jobs", `{"kind":"a"}`, "full-1x")
+	st, b = do("POST", "/v1/jobs", `{"kind":"a"}`, "full-1-0123456789abcdefx")
 	checkError(t, "POST with a longer token", st, b, 401, CodeUnauthorized, "")
 	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/stats", nil)
-	req.Header.Set("Authorization", "Basic full-1")
+	req.Header.Set("Authorization", "Basic full-1-0123456789abcdef")
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -662,21 +662,21 @@ func TestAuth(t *testing.T) {
 	}
 
 	// Read tokens may GET only.
-	if st, b := do("GET", "/v1/stats", "", "read-1"); st != 200 {
+	if st, b := do("GET", "/v1/stats", "", "read-1-0123456789abcdef"); st != 200 {
 		t.Errorf("read token GET: %d %s", st, b)
 	}
-	if st, b := do("GET", "/metrics", "", "read-1"); st != 200 {
+	if st, b := do("GET", "/metrics", "", "read-1-0123456789abcdef"); st != 200 {
 		t.Errorf("read token GET /metrics: %d %s", st, b)
 	}
 	for _, p := range []string{"/v1/jobs", "/v1/claim", "/v1/jobs/1/cancel"} {
-		st, b := do("POST", p, `{"kind":"a","worker":"w"}`, "read-1")
+		st, b := do("POST", p, `{"kind":"a","worker":"w"}`, "read-1-0123456789abcdef")
 		checkError(t, "read token POST "+p, st, b, 403, CodeForbidden, "")
 	}
 	if n := e.total(); n != 0 {
 		t.Errorf("unauthorized requests stored %d jobs", n)
 	}
 	// Full tokens may do everything.
-	for _, tok := range []string{"full-1", "full-2"} {
+	for _, tok := range []string{"full-1-0123456789abcdef", "full-2-0123456789abcdef"} {
 		if st, b := do("POST", "/v1/jobs", `{"kind":"a"}`, tok); st != 201 {
 			t.Errorf("full token POST: %d %s", st, b)
 		}
@@ -686,7 +686,7 @@ func TestAuth(t *testing.T) {
 	}
 	// A lower-case scheme is accepted, as RFC 9110 makes schemes case-insensitive.
 	req, _ = http.NewRequest("GET", e.srv.URL+"/v1/stats", nil)
-	req.Header.Set("Authorization", "bearer full-2")
+	req.Header.Set("Authorization", "bearer full-2-0123456789abcdef")
 	resp, err = e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -749,7 +749,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	for name, cfg := range map[string]Config{
 		"no store":        {},
 		"empty token":     {Store: e.store, Tokens: []string{""}},
-		"empty read":      {Store: e.store, ReadTokens: []string{"a", ""}},
+		"empty read":      {Store: e.store, ReadTokens: []string{"a-0123456789abcdef", ""}},
 		"negative body":   {Store: e.store, MaxBodyBytes: -1},
 		"negative batch":  {Store: e.store, MaxBatch: -1},
 		"negative poll":   {Store: e.store, PollInterval: -1},

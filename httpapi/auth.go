@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Access is what a request's credentials allow.
@@ -34,6 +35,14 @@ var (
 	ErrCrossOrigin = errors.New("httpapi: cross-origin request")
 )
 
+// MinTokenBytes is the shortest token NewGuard accepts. A guessable token
+// can be found by trying; 32 random bytes written in hex, as
+// `openssl rand -hex 32` prints them, are a good token.
+const MinTokenBytes = 16
+
+// ErrShortToken: a token given to NewGuard is shorter than MinTokenBytes.
+var ErrShortToken = errors.New("httpapi: token too short")
+
 // Guard holds what the API and the dashboard check on every request: the
 // tokens (kept as SHA-256 digests), the hosts answered while
 // authentication is off, and cross-origin protection. It is safe for
@@ -46,20 +55,17 @@ type Guard struct {
 
 // NewGuard returns the guard for the full and read-only tokens and the
 // allowed hosts (see Config). Authentication is off when both token lists
-// are empty. It fails on an empty token or a malformed host.
+// are empty. It fails on an empty token, a token shorter than
+// MinTokenBytes (ErrShortToken) or a malformed host. Its errors never
+// hold a token.
 func NewGuard(tokens, readTokens, allowedHosts []string) (*Guard, error) {
 	g := &Guard{hosts: map[string]bool{}, csrf: http.NewCrossOriginProtection()}
-	for _, t := range tokens {
-		if t == "" {
-			return nil, errors.New("httpapi: empty token in Config.Tokens")
-		}
-		g.full = append(g.full, sha256.Sum256([]byte(t)))
+	var err error
+	if g.full, err = tokenDigests(tokens, "Config.Tokens"); err != nil {
+		return nil, err
 	}
-	for _, t := range readTokens {
-		if t == "" {
-			return nil, errors.New("httpapi: empty token in Config.ReadTokens")
-		}
-		g.read = append(g.read, sha256.Sum256([]byte(t)))
+	if g.read, err = tokenDigests(readTokens, "Config.ReadTokens"); err != nil {
+		return nil, err
 	}
 	for _, h := range allowedHosts {
 		name := hostName(h)
@@ -69,6 +75,23 @@ func NewGuard(tokens, readTokens, allowedHosts []string) (*Guard, error) {
 		g.hosts[name] = true
 	}
 	return g, nil
+}
+
+// tokenDigests checks the tokens of the list named field and returns
+// their SHA-256 digests.
+func tokenDigests(tokens []string, field string) ([][sha256.Size]byte, error) {
+	var sums [][sha256.Size]byte
+	for i, t := range tokens {
+		switch {
+		case t == "":
+			return nil, fmt.Errorf("httpapi: empty token in %s", field)
+		case len(t) < MinTokenBytes:
+			return nil, fmt.Errorf("%w: %s[%d] is %d bytes, and a token must be at least %d (make one with `openssl rand -hex 32`)",
+				ErrShortToken, field, i, len(t), MinTokenBytes)
+		}
+		sums = append(sums, sha256.Sum256([]byte(t)))
+	}
+	return sums, nil
 }
 
 // AuthOn reports whether requests need a token.
@@ -163,26 +186,37 @@ func (s *server) checkOrigin(r *http.Request) *apiError {
 		Message: "cross-origin requests from browsers are not allowed", cause: err}
 }
 
-// authorize checks the bearer token: a read-only token may only GET.
-func (s *server) authorize(r *http.Request) *apiError {
+// authorize checks the bearer token: a read-only token may only GET. A
+// request with an Authorization header goes through the throttle, which
+// answers 429 too_many_attempts, and how long to wait, while the client's
+// failures have emptied its bucket.
+func (s *server) authorize(r *http.Request) (*apiError, time.Duration) {
 	if !s.guard.AuthOn() {
-		return nil
+		return nil, 0
 	}
 	unauthorized := &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
 		Message: "a valid bearer token is required"}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return unauthorized
+	header := r.Header.Get("Authorization")
+	if header == "" {
+		return unauthorized, 0
 	}
-	switch s.guard.TokenAccess(strings.TrimSpace(token)) {
-	case FullAccess:
-		return nil
-	case ReadAccess:
+	token := ""
+	if scheme, t, ok := strings.Cut(header, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(t)
+	}
+	access, wait := s.throttle.TokenAccess(r, s.guard, token)
+	switch {
+	case wait > 0:
+		return &apiError{Status: http.StatusTooManyRequests, Code: CodeTooManyAttempts,
+			Message: fmt.Sprintf("too many failed authentication attempts from this address: retry after %d seconds", int(wait/time.Second))}, wait
+	case access == FullAccess:
+		return nil, 0
+	case access == ReadAccess:
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			return nil
+			return nil, 0
 		}
 		return &apiError{Status: http.StatusForbidden, Code: CodeForbidden,
-			Message: "this token may only read (GET)"}
+			Message: "this token may only read (GET)"}, 0
 	}
-	return unauthorized
+	return unauthorized, 0
 }

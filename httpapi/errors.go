@@ -32,6 +32,10 @@ const (
 	// CodeHostNotAllowed: authentication is off and the Host header names
 	// neither a loopback host nor an allowed one (HTTP 403).
 	CodeHostNotAllowed = "host_not_allowed"
+	// CodeTooManyAttempts: the client address presented too many
+	// credentials that were not valid; the request was refused before its
+	// token was checked, and Retry-After says when to try again (HTTP 429).
+	CodeTooManyAttempts = "too_many_attempts"
 	// CodeNotFound: no such job, schedule or limit, or no such route (HTTP
 	// 404); the message says which.
 	CodeNotFound = "not_found"

@@ -278,24 +278,27 @@ func TestTakeTokensOverHTTP(t *testing.T) {
 // TestLimitsAuth: read-only tokens read limits and change none; no token,
 // nothing.
 func TestLimitsAuth(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Tokens = []string{"full"}; c.ReadTokens = []string{"ro"} })
+	e := newEnv(t, func(c *Config) {
+		c.Tokens = []string{"full-0123456789abcdef"}
+		c.ReadTokens = []string{"ro-0123456789abcdef"}
+	})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method, path, body, token string
 		status                    int
 	}{
-		{"PUT", "/v1/limits/k", `{"concurrency":2}`, "ro", http.StatusForbidden},
+		{"PUT", "/v1/limits/k", `{"concurrency":2}`, "ro-0123456789abcdef", http.StatusForbidden},
 		{"PUT", "/v1/limits/k", `{"concurrency":2}`, "", http.StatusUnauthorized},
-		{"PUT", "/v1/limits/k", `{"concurrency":2}`, "full", http.StatusCreated},
-		{"GET", "/v1/limits", ``, "ro", http.StatusOK},
-		{"GET", "/v1/limits/k", ``, "ro", http.StatusOK},
+		{"PUT", "/v1/limits/k", `{"concurrency":2}`, "full-0123456789abcdef", http.StatusCreated},
+		{"GET", "/v1/limits", ``, "ro-0123456789abcdef", http.StatusOK},
+		{"GET", "/v1/limits/k", ``, "ro-0123456789abcdef", http.StatusOK},
 		{"GET", "/v1/limits", ``, "", http.StatusUnauthorized},
 		{"GET", "/v1/limits/k", ``, "nope", http.StatusUnauthorized},
-		{"POST", "/v1/limits/k/tokens", `{"n":1}`, "ro", http.StatusForbidden},
-		{"POST", "/v1/limits/k/tokens", `{"n":1}`, "full", http.StatusOK},
-		{"DELETE", "/v1/limits/k", ``, "ro", http.StatusForbidden},
+		{"POST", "/v1/limits/k/tokens", `{"n":1}`, "ro-0123456789abcdef", http.StatusForbidden},
+		{"POST", "/v1/limits/k/tokens", `{"n":1}`, "full-0123456789abcdef", http.StatusOK},
+		{"DELETE", "/v1/limits/k", ``, "ro-0123456789abcdef", http.StatusForbidden},
 		{"DELETE", "/v1/limits/k", ``, "", http.StatusUnauthorized},
-		{"DELETE", "/v1/limits/k", ``, "full", http.StatusNoContent},
+		{"DELETE", "/v1/limits/k", ``, "full-0123456789abcdef", http.StatusNoContent},
 	} {
 		if status, b := e.doCtx(ctx, tc.method, tc.path, tc.body, tc.token); status != tc.status {
 			t.Errorf("%s %s with token %q: %d %s, want %d", tc.method, tc.path, tc.token, status, b, tc.status)

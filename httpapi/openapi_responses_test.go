@@ -165,6 +165,9 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/jobs/{id}/retry", id(c.Jobs[0], "retry"), ``, 200)
 	do("POST", "/v1/jobs/{id}/retry", id(a, "retry"), ``, 409)
 	do("POST", "/v1/jobs/{id}/retry", "/v1/jobs/999999/retry", ``, 404)
+	do("POST", "/v1/jobs/{id}/run", id(c.Jobs[0], "run"), ``, 200)
+	do("POST", "/v1/jobs/{id}/run", id(a, "run"), ``, 409)
+	do("POST", "/v1/jobs/{id}/run", "/v1/jobs/999999/run", `{}`, 404)
 	do("GET", "/v1/jobs/{id}", fmt.Sprintf("/v1/jobs/%d", job.ID), ``, 200)
 	do("GET", "/v1/jobs/{id}", "/v1/jobs/999999", ``, 404)
 	do("GET", "/v1/jobs/{id}", "/v1/jobs/x", ``, 400)
@@ -191,6 +194,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("GET", "/v1/schedules/{name}", "/v1/schedules/none", ``, 404)
 	do("POST", "/v1/schedules/{name}/pause", "/v1/schedules/nightly/pause", ``, 200)
 	do("POST", "/v1/schedules/{name}/resume", "/v1/schedules/nightly/resume", ``, 200)
+	do("POST", "/v1/schedules/{name}/run", "/v1/schedules/nightly/run", ``, 201)
+	do("POST", "/v1/schedules/{name}/run", "/v1/schedules/none/run", `{}`, 404)
 	do("DELETE", "/v1/schedules/{name}", "/v1/schedules/nightly", ``, 204)
 	// Limits per key.
 	do("PUT", "/v1/limits/{key}", "/v1/limits/customer:*", `{"concurrency":5,"rate":10,"per_seconds":1,"burst":20}`, 201)
@@ -242,13 +247,16 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("GET", "/v1/openapi.json", "/v1/openapi.json", ``, 200)
 
 	// With tokens: 401 without one, 403 for a read-only token's write.
-	ea := newEnv(t, func(c *Config) { c.Tokens = []string{"full"}; c.ReadTokens = []string{"ro"} })
+	ea := newEnv(t, func(c *Config) {
+		c.Tokens = []string{"full-0123456789abcdef"}
+		c.ReadTokens = []string{"ro-0123456789abcdef"}
+	})
 	for _, tc := range []struct {
 		method, template, path, token string
 		want                          int
 	}{
 		{"GET", "/v1/stats", "/v1/stats", "", 401},
-		{"POST", "/v1/jobs", "/v1/jobs", "ro", 403},
+		{"POST", "/v1/jobs", "/v1/jobs", "ro-0123456789abcdef", 403},
 	} {
 		status, body := ea.request(t.Context(), tc.method, tc.path, `{"kind":"k"}`, tc.token, "", nil)
 		if status != tc.want {

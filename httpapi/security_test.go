@@ -22,11 +22,11 @@ func TestCrossOriginRequestsRejected(t *testing.T) {
 	for _, auth := range []bool{false, true} {
 		e := newEnv(t, func(c *Config) {
 			if auth {
-				c.Tokens = []string{"secret"}
+				c.Tokens = []string{"secret-0123456789abcdef"}
 			}
 		})
 		if auth {
-			e.token = "secret"
+			e.token = "secret-0123456789abcdef"
 		}
 		j := e.enqueue(`{"kind":"a"}`)
 		id := itoa(j.ID)
@@ -128,8 +128,8 @@ func TestHostCheckWithAuthOff(t *testing.T) {
 }
 
 func TestHostNotCheckedWithAuthOn(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Tokens = []string{"secret"} })
-	e.token = "secret"
+	e := newEnv(t, func(c *Config) { c.Tokens = []string{"secret-0123456789abcdef"} })
+	e.token = "secret-0123456789abcdef"
 	if st, b := e.send("POST", "/v1/jobs", `{"kind":"a"}`, "queue.example.com", nil); st != http.StatusCreated {
 		t.Errorf("POST with Host queue.example.com: %d %s", st, b)
 	}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,6 +80,13 @@ type Config struct {
 	// reach it through DNS rebinding. Entries are compared without a port
 	// and ignoring case; there are no wildcards. Unused while auth is on.
 	AllowedHosts []string
+	// Throttle limits, per client address, the failed bearer tokens: past
+	// its burst, a request with an Authorization header is answered 429
+	// too_many_attempts (with Retry-After) before its token is checked.
+	// Give the dashboard's Config the same one so that they count
+	// together. nil means a throttle of the handler's own, with the
+	// ThrottleConfig defaults, Registry and Logger.
+	Throttle *Throttle
 	// MaxBodyBytes limits a request body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// MaxBatch limits the jobs in one batch enqueue; 0 means DefaultMaxBatch.
@@ -128,6 +136,7 @@ type server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	guard    *Guard
+	throttle *Throttle
 	maxBody  int64
 	maxBatch int
 	maxResp  int
@@ -143,7 +152,8 @@ type server struct {
 }
 
 // New returns the HTTP handler for cfg. It fails when cfg has no store, a
-// token is empty, a limit is negative, or the metrics cannot be registered.
+// token is empty or shorter than MinTokenBytes, a limit is negative, or the
+// metrics cannot be registered.
 func New(cfg Config) (http.Handler, error) {
 	s, err := newServer(cfg)
 	if err != nil {
@@ -197,6 +207,12 @@ func newServer(cfg Config) (*server, error) {
 		return nil, err
 	}
 	s.guard = guard
+	s.throttle = cfg.Throttle
+	if s.throttle == nil {
+		if s.throttle, err = NewThrottle(ThrottleConfig{Registry: cfg.Registry, Logger: s.log}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry, cfg.Store, s.log,
 			cmp.Or(cfg.MetricsMaxQueues, DefaultMetricsMaxQueues), cmp.Or(cfg.MetricsMaxKinds, DefaultMetricsMaxKinds))
@@ -224,6 +240,7 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "POST /v1/jobs/{id}/snooze", handler: s.snooze},
 		{pattern: "POST /v1/jobs/{id}/cancel", handler: s.cancel},
 		{pattern: "POST /v1/jobs/{id}/retry", handler: s.retry},
+		{pattern: "POST /v1/jobs/{id}/run", handler: s.runJob},
 		{pattern: "POST /v1/bulk/retry", handler: s.bulkRetry},
 		{pattern: "POST /v1/bulk/cancel", handler: s.bulkCancel},
 		{pattern: "POST /v1/bulk/delete", handler: s.bulkDelete},
@@ -237,6 +254,7 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "DELETE /v1/schedules/{name}", handler: s.deleteSchedule},
 		{pattern: "POST /v1/schedules/{name}/pause", handler: s.pauseSchedule},
 		{pattern: "POST /v1/schedules/{name}/resume", handler: s.resumeSchedule},
+		{pattern: "POST /v1/schedules/{name}/run", handler: s.runSchedule},
 		{pattern: "GET /v1/limits", handler: s.listLimits},
 		{pattern: "GET /v1/limits/{key}", handler: s.getLimit},
 		{pattern: "PUT /v1/limits/{key}", handler: s.putLimit},
@@ -317,9 +335,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case pattern != "" && s.open[pattern]:
 		s.mux.ServeHTTP(sw, r)
 	default:
-		if ae := s.authorize(r); ae != nil {
-			if ae.Status == http.StatusUnauthorized {
+		if ae, wait := s.authorize(r); ae != nil {
+			switch ae.Status {
+			case http.StatusUnauthorized:
 				sw.Header().Set("WWW-Authenticate", `Bearer realm="readpast"`)
+			case http.StatusTooManyRequests:
+				sw.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
 			}
 			s.writeError(sw, r, ae)
 			break

@@ -15,22 +15,62 @@ import (
 	"github.com/readpast/readpast/internal/storekit"
 )
 
+// cancelAttempts bounds the statements of one Cancel or CancelPending:
+// each one after the first follows a job that became live (or pending)
+// after a statement's snapshot, which a job does only a few times in a row.
+const cancelAttempts = 5
+
 // Cancel moves a live job to cancelled.
 func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
-	j, err := retryDeadlock(ctx, func() (*readpast.Job, error) { return scanJob(s.pool.QueryRow(ctx, cancelSQL, id)) })
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.notLive(ctx, id)
+	return s.cancel(ctx, id, false)
+}
+
+// CancelPending cancels job id as Cancel does, only while it is pending
+// (sql/cancel.sql with "only pending"): a job a claim holds is waited for
+// and, running by then, left alone. Any state but pending is refused with
+// readpast.ErrInvalidState naming it; an unknown id is readpast.ErrNotFound.
+func (s *Store) CancelPending(ctx context.Context, id int64) (*readpast.Job, error) {
+	return s.cancel(ctx, id, true)
+}
+
+// cancel is Cancel, or CancelPending with onlyPending.
+func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool) (*readpast.Job, error) {
+	op := "cancel"
+	if onlyPending {
+		op = "cancel pending"
 	}
-	if err != nil {
-		return nil, opErr("cancel", err)
-	}
-	if j.Group != nil {
-		// The job is cancelled either way: the error says so.
-		if err := s.markGroupHeads(ctx, *j.Group); err != nil {
-			return j, fmt.Errorf("cancel: job %d cancelled, then %w", id, classify(err))
+	for attempt := 1; ; attempt++ {
+		j, err := retryDeadlock(ctx, func() (*readpast.Job, error) {
+			return scanJob(s.pool.QueryRow(ctx, cancelSQL, id, onlyPending))
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Not matched in the statement's snapshot (finished, unknown,
+			// running for CancelPending) or as a claim left it.
+			old, gerr := s.Get(ctx, id)
+			if gerr != nil {
+				return nil, gerr
+			}
+			if old.State != readpast.StatePending && (onlyPending || old.State != readpast.StateRunning) {
+				return nil, fmt.Errorf("job %d is %s: %w", id, old.State, readpast.ErrInvalidState)
+			}
+			// It became live (or pending) after the snapshot: retried
+			// from history, or released.
+			if attempt == cancelAttempts {
+				return nil, fmt.Errorf("%s: job %d changed under each of %d attempts; try again", op, id, attempt)
+			}
+			continue
 		}
+		if err != nil {
+			return nil, opErr(op, err)
+		}
+		if j.Group != nil {
+			// The job is cancelled either way: the error says so.
+			if err := s.markGroupHeads(ctx, *j.Group); err != nil {
+				return j, fmt.Errorf("%s: job %d cancelled, then %w", op, id, classify(err))
+			}
+		}
+		return j, nil
 	}
-	return j, nil
 }
 
 // Retry makes a failed, cancelled or pending job pending now. A job that
@@ -58,14 +98,6 @@ func (s *Store) Retry(ctx context.Context, id int64) (*readpast.Job, error) {
 	}
 	s.pendingAgain()
 	return j, nil
-}
-
-// notLive explains an admin operation that matched no row.
-func (s *Store) notLive(ctx context.Context, id int64) error {
-	if _, err := s.Get(ctx, id); err != nil {
-		return err
-	}
-	return readpast.ErrInvalidState
 }
 
 // Get returns a live or finished job.

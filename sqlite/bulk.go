@@ -115,7 +115,7 @@ func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, erro
 		return 0, err
 	}
 	return s.bulk(ctx, "bulk cancel", f, true, func(tx *sql.Tx, id int64, _ readpast.JobState, nowUS int64) (bool, bool, error) {
-		freed, err := cancelIn(ctx, tx, id, nowUS)
+		freed, err := cancelIn(ctx, tx, id, nowUS, false)
 		return err == nil, freed, err
 	})
 }

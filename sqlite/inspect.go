@@ -17,24 +17,26 @@ var _ readpast.Inspector = (*Store)(nil)
 // microseconds; a minute is 60,000,000 of them.
 const (
 	// inspectQueuesSQL: every queue with live jobs, jobs finished since ?1
-	// or a pause: live jobs due at ?2, scheduled after it and running, the
-	// run_at of the oldest due one, the jobs finished since ?1 per final
+	// or a pause: live jobs due at ?2, scheduled after it, running and
+	// retrying (pending after a failed attempt), the run_at of the oldest
+	// due one, the jobs finished since ?1 per final
 	// state (read along the history index on state and finished_at), and
 	// when it was paused.
-	inspectQueuesSQL = `SELECT queue, sum(due), sum(scheduled), sum(running),
+	inspectQueuesSQL = `SELECT queue, sum(due), sum(scheduled), sum(running), sum(retrying),
     sum(succeeded), sum(failed), sum(cancelled), min(oldest_due), max(paused_at)
 FROM (
     SELECT queue,
            count(*) FILTER (WHERE state = 'pending' AND run_at <= ?2) AS due,
            count(*) FILTER (WHERE state = 'pending' AND run_at > ?2) AS scheduled,
            count(*) FILTER (WHERE state = 'running') AS running,
+           count(*) FILTER (WHERE state = 'pending' AND attempt > 0) AS retrying,
            0 AS succeeded, 0 AS failed, 0 AS cancelled,
            min(run_at) FILTER (WHERE state = 'pending' AND run_at <= ?2) AS oldest_due,
            NULL AS paused_at
     FROM readpast_jobs
     GROUP BY queue
     UNION ALL
-    SELECT queue, 0, 0, 0,
+    SELECT queue, 0, 0, 0, 0,
            count(*) FILTER (WHERE state = 'succeeded'),
            count(*) FILTER (WHERE state = 'failed'),
            count(*) FILTER (WHERE state = 'cancelled'),
@@ -43,40 +45,42 @@ FROM (
     WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at >= ?1
     GROUP BY queue
     UNION ALL
-    SELECT name, 0, 0, 0, 0, 0, 0, NULL, paused_at
+    SELECT name, 0, 0, 0, 0, 0, 0, 0, NULL, paused_at
     FROM readpast_queues
     WHERE paused_at IS NOT NULL
 )
 GROUP BY queue
 ORDER BY queue`
-	// finishedPerMinuteSQL counts the jobs finished since ?1 per minute
-	// and final state.
+	// finishedPerMinuteSQL counts the jobs of queue ?2 ('' = every queue)
+	// finished since ?1 per minute and final state.
 	finishedPerMinuteSQL = `SELECT finished_at / 60000000 * 60000000 AS minute,
     count(*) FILTER (WHERE state = 'succeeded'),
     count(*) FILTER (WHERE state = 'failed'),
     count(*) FILTER (WHERE state = 'cancelled')
 FROM readpast_history
 WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at >= ?1
+  AND (?2 = '' OR queue = ?2)
 GROUP BY minute`
-	// startWaitsSQL lists, for the jobs whose latest attempt started in
-	// the minute of ?1 or later, when it started and how long it waited
+	// startWaitsSQL lists, for the jobs of queue ?2 ('' = every queue)
+	// whose latest attempt started in the minute of ?1 or later, when it started and how long it waited
 	// after becoming due (run_at, or created_at when later). A job that
 	// started after ?1 and finished did so after ?1 too.
 	startWaitsSQL = `SELECT started_at, started_at - max(run_at, created_at)
 FROM readpast_history
 WHERE state IN ('succeeded', 'failed', 'cancelled') AND finished_at >= ?1
-  AND started_at >= ?1 / 60000000 * 60000000
+  AND started_at >= ?1 / 60000000 * 60000000 AND (?2 = '' OR queue = ?2)
 UNION ALL
 SELECT started_at, started_at - max(run_at, created_at)
 FROM readpast_jobs
-WHERE state = 'running' AND started_at >= ?1 / 60000000 * 60000000`
-	// busiestGroupsSQL: the ?1 groups with the most live jobs, with how
-	// many run and their limit (no row means 1).
+WHERE state = 'running' AND started_at >= ?1 / 60000000 * 60000000 AND (?2 = '' OR queue = ?2)`
+	// busiestGroupsSQL: the ?1 groups with the most live jobs in queue ?2
+	// ('' = every queue), with how many of those run and the group's limit
+	// (no row means 1).
 	busiestGroupsSQL = `SELECT l.group_key, l.running, l.pending, coalesce(g.max_running, 1)
 FROM (
     SELECT group_key, sum(state = 'running') AS running, sum(state = 'pending') AS pending
     FROM readpast_jobs
-    WHERE group_key IS NOT NULL
+    WHERE group_key IS NOT NULL AND (?2 = '' OR queue = ?2)
     GROUP BY group_key
     ORDER BY count(*) DESC, group_key
     LIMIT ?1
@@ -139,7 +143,7 @@ func (s *Store) QueueSummaries(ctx context.Context, since time.Time) ([]readpast
 		for rows.Next() {
 			var q readpast.QueueSummary
 			var oldest, paused sql.NullInt64
-			if err := rows.Scan(&q.Name, &q.Pending, &q.Scheduled, &q.Running, &q.Succeeded, &q.Failed, &q.Cancelled,
+			if err := rows.Scan(&q.Name, &q.Pending, &q.Scheduled, &q.Running, &q.Retrying, &q.Succeeded, &q.Failed, &q.Cancelled,
 				&oldest, &paused); err != nil {
 				return err
 			}
@@ -159,6 +163,19 @@ func (s *Store) QueueSummaries(ctx context.Context, since time.Time) ([]readpast
 // SQLite has no percentile function, so the start waits are read and their
 // percentiles computed here, as PostgreSQL's percentile_cont does.
 func (s *Store) Activity(ctx context.Context, since time.Time) ([]readpast.ActivityMinute, error) {
+	return s.activity(ctx, "", since)
+}
+
+// QueueActivity is Activity for the jobs of one queue.
+func (s *Store) QueueActivity(ctx context.Context, queue string, since time.Time) ([]readpast.ActivityMinute, error) {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return nil, err
+	}
+	return s.activity(ctx, queue, since)
+}
+
+// activity is Activity for queue ("": every queue).
+func (s *Store) activity(ctx context.Context, queue string, since time.Time) ([]readpast.ActivityMinute, error) {
 	var minutes map[int64]*readpast.ActivityMinute
 	var waits map[int64][]int64
 	minute := func(at int64) *readpast.ActivityMinute {
@@ -172,7 +189,7 @@ func (s *Store) Activity(ctx context.Context, since time.Time) ([]readpast.Activ
 	}
 	err := s.readOp(ctx, "activity", func(db *sql.DB) error {
 		minutes, waits = map[int64]*readpast.ActivityMinute{}, map[int64][]int64{}
-		rows, err := db.QueryContext(ctx, finishedPerMinuteSQL, micros(since))
+		rows, err := db.QueryContext(ctx, finishedPerMinuteSQL, micros(since), queue)
 		if err != nil {
 			return err
 		}
@@ -188,7 +205,7 @@ func (s *Store) Activity(ctx context.Context, since time.Time) ([]readpast.Activ
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		rows, err = db.QueryContext(ctx, startWaitsSQL, micros(since))
+		rows, err = db.QueryContext(ctx, startWaitsSQL, micros(since), queue)
 		if err != nil {
 			return err
 		}
@@ -234,13 +251,27 @@ func percentileMicros(sorted []int64, p float64) time.Duration {
 
 // BusiestGroups returns the limit groups with the most live jobs.
 func (s *Store) BusiestGroups(ctx context.Context, limit int) ([]readpast.GroupLoad, error) {
+	return s.busiestGroups(ctx, "", limit)
+}
+
+// QueueGroups returns the limit groups with the most live jobs in queue.
+func (s *Store) QueueGroups(ctx context.Context, queue string, limit int) ([]readpast.GroupLoad, error) {
+	if err := readpast.CheckQueue(queue); err != nil {
+		return nil, err
+	}
+	return s.busiestGroups(ctx, queue, limit)
+}
+
+// busiestGroups is BusiestGroups among the jobs of queue ("": every
+// queue).
+func (s *Store) busiestGroups(ctx context.Context, queue string, limit int) ([]readpast.GroupLoad, error) {
 	if limit < 1 {
 		return nil, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
 	var out []readpast.GroupLoad
 	err := s.readOp(ctx, "busiest groups", func(db *sql.DB) error {
 		out = []readpast.GroupLoad{}
-		rows, err := db.QueryContext(ctx, busiestGroupsSQL, limit)
+		rows, err := db.QueryContext(ctx, busiestGroupsSQL, limit, queue)
 		if err != nil {
 			return err
 		}

@@ -162,13 +162,28 @@ func enqueueMarks(jobs []*readpast.Job, nowUS int64) []candidate {
 // readpast.ErrInvalidState for a finished job, readpast.ErrNotFound for an
 // unknown id.
 func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
+	return s.cancel(ctx, "cancel", id, false)
+}
+
+// CancelPending cancels job id as Cancel does, only while it is pending:
+// a running or finished job is left alone and refused with
+// readpast.ErrInvalidState naming its state. The state is read in the
+// write transaction, so a claim of the job commits either before it (the
+// job is running: refused) or after it (the job is cancelled: the claim
+// does not find it).
+func (s *Store) CancelPending(ctx context.Context, id int64) (*readpast.Job, error) {
+	return s.cancel(ctx, "cancel pending", id, true)
+}
+
+// cancel is Cancel, or CancelPending with onlyPending.
+func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending bool) (*readpast.Job, error) {
 	var (
 		job   *readpast.Job
 		freed bool
 	)
-	err := s.writeTx(ctx, "cancel", func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		var err error
-		if freed, err = cancelIn(ctx, tx, id, micros(s.now())); err != nil {
+		if freed, err = cancelIn(ctx, tx, id, micros(s.now()), onlyPending); err != nil {
 			return err
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
@@ -183,9 +198,10 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 	return job, nil
 }
 
-// cancelIn cancels live job id inside tx and reports whether it freed a
-// group slot and marked the group's next jobs.
-func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) (freed bool, err error) {
+// cancelIn cancels live job id inside tx (with onlyPending, only a pending
+// one: any other state is readpast.ErrInvalidState naming it) and reports
+// whether it freed a group slot and marked the group's next jobs.
+func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (freed bool, err error) {
 	var (
 		state string
 		group sql.NullString
@@ -196,6 +212,9 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64) (freed boo
 	}
 	if err != nil {
 		return false, err
+	}
+	if onlyPending && readpast.JobState(state) != readpast.StatePending {
+		return false, fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
 	}
 	if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS); err != nil {
 		return false, err

@@ -75,6 +75,8 @@ func (d *direct) job(ctx context.Context, action string, id int64) (httpapi.Job,
 		j, err = d.store.Cancel(ctx, id)
 	case "retry":
 		j, err = d.store.Retry(ctx, id)
+	case "run":
+		j, err = d.store.RunNow(ctx, id)
 	default:
 		return httpapi.Job{}, fmt.Errorf("unknown action %q", action)
 	}
@@ -199,6 +201,16 @@ func (d *direct) pauseSchedule(ctx context.Context, name string, paused bool) (h
 		return httpapi.Schedule{}, err
 	}
 	return httpapi.NewSchedule(sc), nil
+}
+
+func (d *direct) runSchedule(ctx context.Context, name string) (httpapi.Job, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	j, err := readpast.RunSchedule(ctx, d.store, name)
+	if err != nil {
+		return httpapi.Job{}, err
+	}
+	return httpapi.NewJob(j), nil
 }
 
 func (d *direct) limits(ctx context.Context) (httpapi.LimitsResponse, error) {

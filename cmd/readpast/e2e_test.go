@@ -581,11 +581,11 @@ func runE2E(t *testing.T, bin, db string) {
 		t.Errorf("serve on all interfaces without a token: %+v", r)
 	}
 
-	srv := startServer(t, bin, []string{"READPAST_TOKENS=env-token-1, env-token-2"},
-		"--database-url", db, "--no-migrate", "--token", "full-token", "--read-token", "read-token",
+	srv := startServer(t, bin, []string{"READPAST_TOKENS=env-token-1-0123456789, env-token-2-0123456789"},
+		"--database-url", db, "--no-migrate", "--token", "full-token-0123456789", "--read-token", "read-token-0123456789",
 		"--max-batch", "50", "--rescue-interval", "100ms")
-	api := client{t: t, base: srv.base, token: "full-token"}
-	anon, ro := api.with(""), api.with("read-token")
+	api := client{t: t, base: srv.base, token: "full-token-0123456789"}
+	anon, ro := api.with(""), api.with("read-token-0123456789")
 
 	// The log says what the server opened, without secrets.
 	wantDB := db
@@ -608,7 +608,7 @@ func runE2E(t *testing.T, bin, db string) {
 	api.with("nope").wantError("GET", "/v1/stats", "", 401, "unauthorized", "")
 	ro.must("GET", "/v1/stats", "", 200, nil)
 	ro.wantError("POST", "/v1/jobs", `{"kind":"a"}`, 403, "forbidden", "")
-	api.with("env-token-2").must("GET", "/v1/stats", "", 200, nil)
+	api.with("env-token-2-0123456789").must("GET", "/v1/stats", "", 200, nil)
 	var doc struct {
 		OpenAPI string                     `json:"openapi"`
 		Paths   map[string]json.RawMessage `json:"paths"`
@@ -777,8 +777,8 @@ func runE2E(t *testing.T, bin, db string) {
 
 	// The CLI through the server (--url and --token, or the environment),
 	// and directly on the database (--database-url) while the server runs.
-	remote := []string{"--url", srv.base, "--token", "full-token"}
-	remoteEnv := []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=full-token"}
+	remote := []string{"--url", srv.base, "--token", "full-token-0123456789"}
+	remoteEnv := []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=full-token-0123456789"}
 	direct := []string{"--database-url", db}
 	var cj job
 	if err := json.Unmarshal([]byte(mustCLI(t, bin, "", append([]string{"enqueue", "--kind", "add", "--payload", `{"numbers":[1,2,3]}`, "--queue", "cli", "--priority", "-1", "--json"}, remote...)...)), &cj); err != nil || cj.Kind != "add" || cj.Queue != "cli" {
@@ -828,7 +828,7 @@ func runE2E(t *testing.T, bin, db string) {
 		t.Errorf("enqueue --stdin --kind: exit %d", r.code)
 	}
 	var stdinJobs jobsBody
-	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=read-token"}, "", "jobs", "list", "--queue", "stdin", "--json")), &stdinJobs); err != nil {
+	if err := json.Unmarshal([]byte(mustCLIEnv(t, bin, []string{"READPAST_URL=" + srv.base, "READPAST_TOKEN=read-token-0123456789"}, "", "jobs", "list", "--queue", "stdin", "--json")), &stdinJobs); err != nil {
 		t.Fatal(err)
 	}
 	if len(stdinJobs.Jobs) != 3 || stdinJobs.NextCursor != nil || strings.Join(strings.Fields(string(stdinJobs.Jobs[1].Payload)), "") != "[1]" {
@@ -899,7 +899,7 @@ func runE2E(t *testing.T, bin, db string) {
 	if r := runCLI(t, bin, "", append([]string{"queues", "pause", "a b"}, remote...)...); r.code != 2 || !strings.Contains(r.stderr, "queue") {
 		t.Errorf("queues pause with a bad name: %+v", r)
 	}
-	if r := runCLI(t, bin, "", "queues", "pause", "x", "--url", srv.base, "--token", "read-token"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
+	if r := runCLI(t, bin, "", "queues", "pause", "x", "--url", srv.base, "--token", "read-token-0123456789"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
 		t.Errorf("queues pause with a read token: %+v", r)
 	}
 	if out := mustCLI(t, bin, "", append([]string{"queues", "resume", "stdin"}, direct...)...); out != "queue stdin is running: 3 pending jobs\n" {
@@ -923,7 +923,7 @@ func runE2E(t *testing.T, bin, db string) {
 	if r := runCLI(t, bin, "", "stats", "--url", srv.base); r.code != 1 || !strings.Contains(r.stderr, "--token or $READPAST_TOKEN") {
 		t.Errorf("stats without a token: %+v", r)
 	}
-	if r := runCLI(t, bin, "", "enqueue", "--kind", "a", "--url", srv.base, "--token", "read-token"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
+	if r := runCLI(t, bin, "", "enqueue", "--kind", "a", "--url", srv.base, "--token", "read-token-0123456789"); r.code != 1 || !strings.Contains(r.stderr, "full-access token") {
 		t.Errorf("enqueue with a read token: %+v", r)
 	}
 	if r := runCLI(t, bin, "", "stats", "--url", srv.base, "--database-url", db); r.code != 2 {
@@ -954,7 +954,7 @@ func runE2E(t *testing.T, bin, db string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer full-token")
+		req.Header.Set("Authorization", "Bearer full-token-0123456789")
 		req.Header.Set("Idempotency-Key", "pay-77")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -1083,7 +1083,7 @@ func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"READPAST_URL=" + base, "READPAST_TOKEN=full-token"}
+	env := []string{"READPAST_URL=" + base, "READPAST_TOKEN=full-token-0123456789"}
 	var batch jobsBody
 	for _, args := range [][]string{
 		{"--kind", "add", "--payload", `{"numbers":[1,2,3]}`},

@@ -11,17 +11,17 @@ import (
 )
 
 // jobsUsage is the synopsis of `readpast jobs`.
-const jobsUsage = "Usage: readpast jobs list|show|cancel|retry|delete|bulk [flags]"
+const jobsUsage = "Usage: readpast jobs list|show|cancel|retry|run|delete|bulk [flags]"
 
-// runJobs runs `jobs list|show|cancel|retry`.
+// runJobs runs `jobs list|show|cancel|retry|run|delete|bulk`.
 func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("missing action: want list, show, cancel, retry, delete or bulk")
+		return usagef("missing action: want list, show, cancel, retry, run, delete or bulk")
 	}
 	switch args[0] {
 	case "list":
 		return runJobsList(ctx, args[1:], stdout, stderr)
-	case "show", "cancel", "retry":
+	case "show", "cancel", "retry", "run":
 		return runJobsOne(ctx, args[0], args[1:], stdout)
 	case "delete":
 		return runJobsDelete(ctx, args[1:], stdout)
@@ -31,7 +31,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stdout, jobsUsage)
 		return nil
 	}
-	return usagef("unknown action %q: want list, show, cancel, retry, delete or bulk", args[0])
+	return usagef("unknown action %q: want list, show, cancel, retry, run, delete or bulk", args[0])
 }
 
 // runJobsList lists jobs, newest first, one page at a time.
@@ -100,7 +100,8 @@ func parseOneJobID(fs *flagSet, args []string) (int64, error) {
 	return parseJobID(pos[0])
 }
 
-// runJobsOne runs show, cancel or retry on one job id.
+// runJobsOne runs show, cancel, retry or run (make a pending job due now)
+// on one job id.
 func runJobsOne(ctx context.Context, action string, args []string, stdout io.Writer) error {
 	fs := newFlagSet("jobs "+action, "jobs "+action+" ID [flags]", stdout)
 	tf := addTargetFlags(fs)

@@ -10,7 +10,7 @@ import (
 // a running server (remote, with a full token) and on its database
 // directly, from TestE2E.
 func runLimitsE2E(t *testing.T, bin string, api client, remote, direct []string) {
-	ro := api.with("read-token")
+	ro := api.with("read-token-0123456789")
 	if out := mustCLI(t, bin, "", append([]string{"limits", "set", "e2e:*", "--concurrency", "2", "--rate", "5", "--per", "1h", "--weight", "2"}, remote...)...); !strings.Contains(out, "created limit e2e:*") {
 		t.Errorf("limits set = %q", out)
 	}

@@ -26,7 +26,7 @@ func TestLimitsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	h, err := httpapi.New(httpapi.Config{Store: st, Tokens: []string{"full"}, ReadTokens: []string{"ro"}})
+	h, err := httpapi.New(httpapi.Config{Store: st, Tokens: []string{"full-0123456789abcdef"}, ReadTokens: []string{"ro-0123456789abcdef"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestLimitsCLI(t *testing.T) {
 		}
 		return out.String() + errOut.String()
 	}
-	for name, target := range map[string][]string{"direct": {"--database-url", db}, "remote": {"--url", srv.URL, "--token", "full"}} {
+	for name, target := range map[string][]string{"direct": {"--database-url", db}, "remote": {"--url", srv.URL, "--token", "full-0123456789abcdef"}} {
 		t.Run(name, func(t *testing.T) {
 			p := name + ":" // each target its own keys
 			with := func(args ...string) []string { return append(args, target...) }
@@ -168,7 +168,7 @@ func TestLimitsCLI(t *testing.T) {
 	}
 
 	// A read-only token lists and gets limits, and changes none.
-	ro := []string{"--url", srv.URL, "--token", "ro"}
+	ro := []string{"--url", srv.URL, "--token", "ro-0123456789abcdef"}
 	cli(0, "limits", "set", "ro:k", "--concurrency", "1", "--database-url", db)
 	cli(0, append([]string{"limits", "list"}, ro...)...)
 	cli(0, append([]string{"limits", "get", "ro:k"}, ro...)...)

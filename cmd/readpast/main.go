@@ -6,9 +6,9 @@
 //	readpast serve    [--addr 127.0.0.1:8080] [--database-url URL] [--token T]...
 //	readpast migrate  [up|status] [--database-url URL]
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
-//	readpast jobs     list|show|cancel|retry [flags]
+//	readpast jobs     list|show|cancel|retry|run|delete|bulk [flags]
 //	readpast queues   list|pause|resume [NAME] [--json]
-//	readpast schedules list|show|set|delete|pause|resume [flags]
+//	readpast schedules list|show|set|delete|pause|resume|run [flags]
 //	readpast limits   list|get|set|delete|take [flags]
 //	readpast stats    [--json]
 //	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
@@ -38,11 +38,11 @@ import (
 func actions(command string) []string {
 	switch command {
 	case "jobs":
-		return []string{"list", "show", "cancel", "retry"}
+		return []string{"list", "show", "cancel", "retry", "run"}
 	case "queues":
 		return []string{"list", "pause", "resume"}
 	case "schedules":
-		return []string{"list", "show", "set", "delete", "pause", "resume"}
+		return []string{"list", "show", "set", "delete", "pause", "resume", "run"}
 	case "limits":
 		return []string{"list", "get", "show", "set", "delete", "take"}
 	}
@@ -62,9 +62,9 @@ func commands() []command {
 		{"serve", "serve the HTTP API", runServe},
 		{"migrate", "bring the database schema up to date, or show its status", runMigrate},
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
-		{"jobs", "list, show, cancel or retry jobs", runJobs},
+		{"jobs", "list, show, cancel, retry or run now jobs", runJobs},
 		{"queues", "list queues, or pause or resume one", runQueues},
-		{"schedules", "list, show, set, delete, pause or resume periodic jobs", runSchedules},
+		{"schedules", "list, show, set, delete, pause, resume or run now periodic jobs", runSchedules},
 		{"limits", "list, get, set or delete limits per key, or take tokens from a key's rate", runLimits},
 		{"stats", "show job counts per queue and state", runStats},
 		{"bench", "run the benchmark scenarios against a database of its own", runBench},

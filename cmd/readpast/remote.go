@@ -270,6 +270,12 @@ func (c *remote) pauseSchedule(ctx context.Context, name string, paused bool) (h
 	return out, err
 }
 
+func (c *remote) runSchedule(ctx context.Context, name string) (httpapi.Job, error) {
+	var out httpapi.Job
+	err := c.do(ctx, http.MethodPost, schedulePath(name)+"/run", nil, &out)
+	return out, err
+}
+
 // limitPath is the path of the limit of key: the key as one path segment,
 // escaped ("a/b" is a%2Fb; "." and ".." are escaped too, which a server
 // would otherwise take for the folders of the path).

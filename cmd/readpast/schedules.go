@@ -17,13 +17,13 @@ import (
 )
 
 // schedulesUsage is the synopsis of `readpast schedules`.
-const schedulesUsage = "Usage: readpast schedules list|show|set|delete|pause|resume [flags]"
+const schedulesUsage = "Usage: readpast schedules list|show|set|delete|pause|resume|run [flags]"
 
-// runSchedules runs `schedules list|show|set|delete|pause|resume`, through
+// runSchedules runs `schedules list|show|set|delete|pause|resume|run`, through
 // a server's HTTP API or on a database directly, as the job commands do.
 func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("missing action: want list, show, set, delete, pause or resume")
+		return usagef("missing action: want list, show, set, delete, pause, resume or run")
 	}
 	switch args[0] {
 	case "list":
@@ -32,11 +32,13 @@ func runSchedules(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return runScheduleSet(ctx, args[1:], stdout)
 	case "show", "delete", "pause", "resume":
 		return runScheduleOne(ctx, args[0], args[1:], stdout)
+	case "run":
+		return runScheduleRun(ctx, args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, schedulesUsage)
 		return nil
 	}
-	return usagef("unknown action %q: want list, show, set, delete, pause or resume", args[0])
+	return usagef("unknown action %q: want list, show, set, delete, pause, resume or run", args[0])
 }
 
 // runSchedulesList prints every schedule.
@@ -208,6 +210,40 @@ func runScheduleOne(ctx context.Context, action string, args []string, stdout io
 		return writeJSON(stdout, sc)
 	}
 	return printSchedule(stdout, sc)
+}
+
+// runScheduleRun enqueues a schedule's job due now ("Run now"), paused or
+// not, and prints the job made. The schedule's ticks are unchanged: a
+// manual run is not one of its runs.
+func runScheduleRun(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("schedules run", "schedules run NAME [flags]", stdout)
+	tf := addTargetFlags(fs)
+	asJSON := fs.Bool("json", false, "print the job made as JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one schedule name")
+	}
+	name := pos[0]
+	b, err := tf.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	job, err := b.runSchedule(ctx, name)
+	if errors.Is(err, readpast.ErrScheduleNotFound) {
+		return fmt.Errorf("schedule %q not found", name)
+	}
+	if err != nil {
+		return fmt.Errorf("run schedule %s: %w", name, err)
+	}
+	if *asJSON {
+		return writeJSON(stdout, job)
+	}
+	fmt.Fprintf(stdout, "made job %d from schedule %s, due now (its ticks are unchanged)\n\n", job.ID, name)
+	return printJob(stdout, job)
 }
 
 // printSchedule prints a schedule and its latest runs.

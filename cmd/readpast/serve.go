@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,10 +53,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dbURL := dbFlag(fs)
 	noMigrate := fs.Bool("no-migrate", false, "do not migrate the database at start")
 	var tokens, readTokens stringList
-	fs.Var(&tokens, "token", "bearer token with full access; repeatable (also $"+envTokens+", comma-separated)")
-	fs.Var(&readTokens, "read-token", "bearer token that may only GET; repeatable (also $"+envReadTokens+")")
+	fs.Var(&tokens, "token", "bearer token with full access, at least 16 bytes (openssl rand -hex 32 makes one); repeatable (also $"+envTokens+", comma-separated)")
+	fs.Var(&readTokens, "read-token", "bearer token that may only GET, at least 16 bytes; repeatable (also $"+envReadTokens+")")
 	var allowedHosts stringList
 	fs.Var(&allowedHosts, "allowed-host", "with auth off, a host name to answer in the Host header besides localhost and loopback addresses; repeatable")
+	var trustedProxies stringList
+	fs.Var(&trustedProxies, "trusted-proxy",
+		"address or CIDR range of a reverse proxy in front of the server, whose X-Forwarded-For and X-Forwarded-Proto are believed; repeatable (none by default)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	maxBody := fs.Int64("max-body-bytes", httpapi.DefaultMaxBodyBytes, "largest request body accepted")
@@ -125,8 +129,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if err := checkTokens(splitTokens(os.Getenv(envTokens)), "$"+envTokens, cleanTokens(tokens), "--token"); err != nil {
+		return err
+	}
+	if err := checkTokens(splitTokens(os.Getenv(envReadTokens)), "$"+envReadTokens, cleanTokens(readTokens), "--read-token"); err != nil {
+		return err
+	}
 	full := append(splitTokens(os.Getenv(envTokens)), cleanTokens(tokens)...)
 	read := append(splitTokens(os.Getenv(envReadTokens)), cleanTokens(readTokens)...)
+	proxies, err := parseTrustedProxies(trustedProxies)
+	if err != nil {
+		return err
+	}
 	loopback, err := isLoopback(*addr)
 	if err != nil {
 		return usagef("--addr: %v", err)
@@ -138,6 +152,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hosts := cleanTokens(allowedHosts)
 	if len(hosts) > 0 && len(full)+len(read) > 0 {
 		log.Warn("--allowed-host has no effect with authentication on: any Host is answered")
+	}
+	if len(proxies) > 0 && len(full)+len(read) == 0 {
+		log.Warn("--trusted-proxy has no effect with authentication off: there are no tokens to throttle and no login")
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -163,6 +180,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	// One throttle of failed authentication for the API and the
+	// dashboard: a guesser's tries count together wherever they go.
+	throttle, err := httpapi.NewThrottle(httpapi.ThrottleConfig{TrustedProxies: proxies, Registry: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	closing := make(chan struct{})
 	handler, err := httpapi.New(httpapi.Config{
 		Store:             store,
@@ -171,6 +194,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Tokens:            full,
 		ReadTokens:        read,
 		AllowedHosts:      hosts,
+		Throttle:          throttle,
 		MaxBodyBytes:      *maxBody,
 		MaxBatch:          *maxBatch,
 		MaxSnoozes:        *maxSnoozes,
@@ -191,6 +215,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Tokens:          full,
 			ReadTokens:      read,
 			AllowedHosts:    hosts,
+			Throttle:        throttle,
 			RefreshInterval: *dashRefresh,
 		})
 		if err != nil {
@@ -335,6 +360,43 @@ func cleanTokens(in []string) []string {
 		}
 	}
 	return out
+}
+
+// checkTokens refuses tokens shorter than httpapi.MinTokenBytes, which
+// could be found by trying. The tokens come from the environment variable
+// env (fromEnv) and from the flag (fromFlag); the error says which, and
+// never holds a token.
+func checkTokens(fromEnv []string, env string, fromFlag []string, flag string) error {
+	advice := fmt.Sprintf("a token must be at least %d bytes: make one with `openssl rand -hex 32`", httpapi.MinTokenBytes)
+	for i, t := range fromEnv {
+		if len(t) < httpapi.MinTokenBytes {
+			return usagef("token %d of %s is %d bytes; %s", i+1, env, len(t), advice)
+		}
+	}
+	for i, t := range fromFlag {
+		if len(t) < httpapi.MinTokenBytes {
+			return usagef("%s #%d is %d bytes; %s", flag, i+1, len(t), advice)
+		}
+	}
+	return nil
+}
+
+// parseTrustedProxies reads the --trusted-proxy values: CIDR ranges, or
+// single addresses.
+func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range cleanTokens(values) {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil {
+				return nil, usagef("--trusted-proxy %q is not an address or a CIDR range (such as 10.0.0.0/8, 192.0.2.7 or fd00::/8)", v)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // isLoopback reports whether addr (host:port) listens only on a loopback

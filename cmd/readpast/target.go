@@ -36,7 +36,7 @@ type backend interface {
 	// list returns one page of jobs as GET /v1/jobs does: each job as the
 	// API encodes it, without payload, result and errors when summary.
 	list(ctx context.Context, p readpast.ListParams, summary bool) (listPage, error)
-	// job runs show, cancel or retry on one job.
+	// job runs show, cancel, retry or run on one job.
 	job(ctx context.Context, action string, id int64) (httpapi.Job, error)
 	// deleteJob deletes one finished job.
 	deleteJob(ctx context.Context, id int64) error
@@ -60,6 +60,9 @@ type backend interface {
 	deleteSchedule(ctx context.Context, name string) error
 	// pauseSchedule pauses or resumes a schedule.
 	pauseSchedule(ctx context.Context, name string, paused bool) (httpapi.Schedule, error)
+	// runSchedule enqueues a schedule's job due now and returns the job
+	// made; the schedule's ticks are unchanged.
+	runSchedule(ctx context.Context, name string) (httpapi.Job, error)
 	// limits lists every declared limit with its keys' states.
 	limits(ctx context.Context) (httpapi.LimitsResponse, error)
 	// limit returns the limit declared for a key or template.
@@ -161,7 +164,7 @@ func (f *targetFlags) open(ctx context.Context, readOnly bool) (backend, error) 
 	return newRemote(t.url, t.token, *f.timeout)
 }
 
-// describeJobError words err from action (show, cancel, retry) on job id
+// describeJobError words err from action (show, cancel, retry, run) on job id
 // for people.
 func describeJobError(action string, id int64, err error) error {
 	switch {

@@ -1,5 +1,6 @@
-// readpast dashboard: refreshes the overview's live part (#live) every few
-// seconds without reloading the page, while the tab is visible. The page
+// readpast dashboard: refreshes the live part (#live) of the overview and
+// of a queue's page every few seconds without reloading the page, while
+// the tab is visible. The page
 // works without it; it only saves the reloads.
 (function () {
   'use strict';

@@ -13,7 +13,7 @@ A job of any other kind is failed for good (discard) with "no handler".
 
 Usage:
 
-  READPAST_TOKEN=secret python3 worker.py --url http://127.0.0.1:8080 \
+  READPAST_TOKEN=$TOKEN python3 worker.py --url http://127.0.0.1:8080 \
       --queue default --max-jobs 10
 
 Stops after --max-jobs jobs, after one claim with --once, or on Ctrl-C /

@@ -1,8 +1,16 @@
--- Cancel a live job: it moves to history as cancelled. A running job's
+-- Cancel live job $1: it moves to history as cancelled. A running job's
 -- token stops being current, its group slot is freed and the group's next
 -- jobs marked (free_slots: job row first, then the group row).
+--
+-- $2 "only pending" (CancelPending) matches the job only while it is
+-- pending: a running job is left alone. When a claim holds the row of a
+-- job this statement reads as pending, the DELETE waits for it and
+-- PostgreSQL re-checks the WHERE on the row as the claim committed it:
+-- the job is running by then and is not matched, so a job claimed
+-- meanwhile is never cancelled under its worker. No row: the job is not
+-- live, or (with $2) not pending; the store reads it to say which.
 WITH done AS (
-    DELETE FROM readpast_jobs WHERE id = $1 RETURNING *
+    DELETE FROM readpast_jobs WHERE id = $1 AND (NOT $2::boolean OR state = 'pending') RETURNING *
 ),
 moved AS (
     {{template "history_insert"}}
