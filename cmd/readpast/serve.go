@@ -288,11 +288,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// withDashboard serves the API's paths (/v1/..., /healthz, /readyz,
+// withDashboard serves the API's paths (/v1, /v1/..., /healthz, /readyz,
 // /metrics) with api and every other path with the dashboard.
 func withDashboard(api, dash http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	for _, p := range []string{"/v1/", "/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/v1", "/v1/", "/healthz", "/readyz", "/metrics"} {
 		mux.Handle(p, api)
 	}
 	mux.Handle("/", dash)

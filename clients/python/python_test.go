@@ -1,0 +1,230 @@
+// Package python_test runs the Python client's tests (clients/python/tests,
+// unittest) against a real `readpast serve` on SQLite that it builds and
+// starts.
+package python_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	readpastBin.Remove()
+	os.Exit(code)
+}
+
+// readpastBin is the readpast command the tests serve, built once and
+// removed by TestMain.
+var readpastBin testbin.Readpast
+
+// TestPythonClient runs `python3 -m unittest discover -s tests -v` in this
+// folder with READPAST_URL and READPAST_TOKEN naming a fresh server, and
+// fails with the Python output when any Python test fails (or, under
+// CI=true, is skipped). Without python3 it is skipped, or fails under
+// CI=true.
+func TestPythonClient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and runs the Python client's tests")
+	}
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if pgtest.InCI() {
+			t.Fatal("python3 not found: under CI=true the Python client's tests cannot be skipped")
+		}
+		t.Skip("python3 not found: skipping the Python client's tests")
+	}
+	token := randomToken(t)
+	srv := startServe(t, readpastBin.Path(t), token)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")
+	cmd.Env = append(environ(),
+		"READPAST_URL="+srv.base,
+		"READPAST_TOKEN="+token,
+		"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ in the source tree
+		"PYTHONUNBUFFERED=1",
+	)
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("python3 -m unittest discover -s tests: %v after %s\n%s", err, took.Round(time.Millisecond), out)
+	}
+	ran, skipped, ok := summary(string(out))
+	if !ok || ran == 0 {
+		t.Fatalf("the Python tests did not say they passed (ran %d)\n%s", ran, out)
+	}
+	if testing.Verbose() {
+		t.Logf("Python tests:\n%s", out)
+	}
+	t.Logf("%d Python tests passed in %s, %d skipped", ran-skipped, took.Round(time.Millisecond), skipped)
+	if skipped > 0 {
+		var lines []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.Contains(l, "skipped") {
+				lines = append(lines, l)
+			}
+		}
+		if pgtest.InCI() {
+			t.Fatalf("under CI=true no Python test may be skipped:\n%s", strings.Join(lines, "\n"))
+		}
+		t.Logf("skipped:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+var (
+	ranLine = regexp.MustCompile(`(?m)^Ran (\d+) tests? in `)
+	okLine  = regexp.MustCompile(`(?m)^OK(?: \(skipped=(\d+)\))?$`)
+)
+
+// summary reads unittest's closing lines: how many tests ran, how many
+// were skipped, and whether it said OK.
+func summary(out string) (ran, skipped int, ok bool) {
+	if m := ranLine.FindStringSubmatch(out); m != nil {
+		ran, _ = strconv.Atoi(m[1])
+	}
+	m := okLine.FindStringSubmatch(out)
+	if m == nil {
+		return ran, 0, false
+	}
+	if m[1] != "" {
+		skipped, _ = strconv.Atoi(m[1])
+	}
+	return ran, skipped, true
+}
+
+func TestSummary(t *testing.T) {
+	for _, c := range []struct {
+		out          string
+		ran, skipped int
+		ok           bool
+	}{
+		{"...\nRan 12 tests in 3.2s\n\nOK\n", 12, 0, true},
+		{"Ran 1 test in 0.1s\n\nOK (skipped=1)\n", 1, 1, true},
+		{"Ran 3 tests in 1.0s\n\nFAILED (failures=1)\n", 3, 0, false},
+		{"Traceback ...\n", 0, 0, false},
+	} {
+		ran, skipped, ok := summary(c.out)
+		if ran != c.ran || skipped != c.skipped || ok != c.ok {
+			t.Errorf("summary(%q) = %d, %d, %v, want %d, %d, %v", c.out, ran, skipped, ok, c.ran, c.skipped, c.ok)
+		}
+	}
+}
+
+// randomToken returns a full-access token of 32 random bytes, hex-encoded.
+func randomToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// environ is this process's environment without readpast's own variables.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "READPAST_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// served is a running `readpast serve`.
+type served struct {
+	base string
+}
+
+// startServe starts `readpast serve` on a free loopback port with a SQLite
+// database in a temporary folder and token as its only (full) token, waits
+// until it listens, and stops it at the end of the test: SIGTERM to its
+// process, then a check of its exit (SIGKILL after 30 seconds).
+func startServe(t *testing.T, bin, token string) *served {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), "readpast.db")
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--database-url", db)
+	// The token in the environment, not in the arguments `ps` shows.
+	cmd.Env = append(environ(), "READPAST_TOKENS="+token)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var log strings.Builder
+	logs := func() string { mu.Lock(); defer mu.Unlock(); return log.String() }
+	addr := make(chan string, 1)
+	exited := make(chan struct{}) // closed once waitErr is set
+	var waitErr error
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			log.WriteString(line + "\n")
+			mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
+				select {
+				case addr <- rec.Addr:
+				default:
+				}
+			}
+		}
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("SIGTERM to readpast serve (pid %d): %v", cmd.Process.Pid, err)
+		}
+		select {
+		case <-exited:
+			if waitErr != nil {
+				t.Errorf("readpast serve exited with %v after SIGTERM\n%s", waitErr, logs())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("readpast serve (pid %d) did not stop within 30s of SIGTERM\n%s", cmd.Process.Pid, logs())
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", logs())
+		}
+	})
+	select {
+	case a := <-addr:
+		return &served{base: fmt.Sprint("http://", a)}
+	case <-exited:
+		t.Fatalf("readpast serve exited: %v\n%s", waitErr, logs())
+	case <-time.After(time.Minute):
+		t.Fatalf("readpast serve did not start within a minute\n%s", logs())
+	}
+	return nil
+}

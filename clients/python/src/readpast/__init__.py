@@ -1,0 +1,95 @@
+"""A Python client for readpast's HTTP API, standard library only.
+
+:class:`Client` enqueues and manages jobs, queues, schedules and limits;
+:class:`Worker` claims jobs and runs them with Python handlers. Errors the
+server answers with are :class:`APIError` subclasses named after their
+code (:class:`NotFoundError`, :class:`StaleClaimError`, ...).
+
+    import readpast
+
+    client = readpast.Client("http://127.0.0.1:8080", token="...")
+    job = client.enqueue("email", {"to": "a@example.com"}, queue="mail")
+"""
+
+from ._version import __version__
+from .client import DEFAULT_TIMEOUT, Client
+from .errors import (
+    APIError,
+    ConflictError,
+    ForbiddenError,
+    InternalError,
+    InvalidInputError,
+    InvalidStateError,
+    MethodNotAllowedError,
+    NotFoundError,
+    ReadpastError,
+    SnoozeLimitError,
+    StaleClaimError,
+    TooLargeError,
+    TooManyAttemptsError,
+    TransportError,
+    UnauthorizedError,
+    UnavailableError,
+)
+from .models import (
+    AttemptError,
+    BulkResult,
+    Job,
+    JobPage,
+    JobSpec,
+    KeyState,
+    Limit,
+    Queue,
+    Schedule,
+    ScheduleJob,
+    ScheduleRun,
+    ServerInfo,
+    StateCounts,
+    Stats,
+    TokenGrant,
+)
+from .handler import Cancel, Discard, Handler, JobContext, Snooze
+from .worker import Worker
+
+__all__ = [
+    "__version__",
+    "DEFAULT_TIMEOUT",
+    "Client",
+    "Worker",
+    "JobContext",
+    "Handler",
+    "Snooze",
+    "Cancel",
+    "Discard",
+    "AttemptError",
+    "BulkResult",
+    "Job",
+    "JobPage",
+    "JobSpec",
+    "KeyState",
+    "Limit",
+    "Queue",
+    "Schedule",
+    "ScheduleJob",
+    "ScheduleRun",
+    "ServerInfo",
+    "StateCounts",
+    "Stats",
+    "TokenGrant",
+    "ReadpastError",
+    "TransportError",
+    "APIError",
+    "InvalidInputError",
+    "UnauthorizedError",
+    "ForbiddenError",
+    "NotFoundError",
+    "MethodNotAllowedError",
+    "ConflictError",
+    "StaleClaimError",
+    "InvalidStateError",
+    "SnoozeLimitError",
+    "TooLargeError",
+    "TooManyAttemptsError",
+    "UnavailableError",
+    "InternalError",
+]

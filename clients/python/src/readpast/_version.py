@@ -1,0 +1,3 @@
+"""The version of the readpast Python client."""
+
+__version__ = "0.1.0"
