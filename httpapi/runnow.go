@@ -16,18 +16,8 @@ func (s *server) runJob(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r
 // not, leaves the schedule as it was (readpast.RunSchedule), and answers
 // 201 with the job made.
 func (s *server) runSchedule(w http.ResponseWriter, r *http.Request) {
-	name, ae := scheduleName(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	if ae := decodeEmpty(body); ae != nil {
-		s.writeError(w, r, ae)
+	name, ok := s.scheduleAction(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := writeContext(r)

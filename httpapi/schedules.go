@@ -221,18 +221,8 @@ func (s *server) resumeSchedule(w http.ResponseWriter, r *http.Request) { s.setP
 // setPaused serves POST /v1/schedules/{name}/pause and /resume, which
 // take no body (or an empty object).
 func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
-	name, ae := scheduleName(r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	body, ae := s.readBody(w, r)
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
-	if ae := decodeEmpty(body); ae != nil {
-		s.writeError(w, r, ae)
+	name, ok := s.scheduleAction(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := writeContext(r)
@@ -243,4 +233,22 @@ func (s *server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, NewSchedule(sc))
+}
+
+// scheduleAction reads what an action on a schedule takes, its name from
+// the path and no body (or an empty object), and answers the error itself
+// when either is wrong (ok false).
+func (s *server) scheduleAction(w http.ResponseWriter, r *http.Request) (name string, ok bool) {
+	name, ae := scheduleName(r)
+	if ae == nil {
+		var body []byte
+		if body, ae = s.readBody(w, r); ae == nil {
+			ae = decodeEmpty(body)
+		}
+	}
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return "", false
+	}
+	return name, true
 }
