@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -101,6 +105,17 @@ type Config struct {
 	// them). Defaults to DefaultScheduleInterval; negative disables the
 	// scheduler (another process must run one for schedules to fire).
 	ScheduleInterval time.Duration
+	// TracerProvider, when set, traces enqueues and attempts with
+	// OpenTelemetry spans as the messaging semantic conventions say (see
+	// Tracing and docs/design/tracing.md): a producer span per enqueue,
+	// whose context each job keeps, and a consumer span per attempt that
+	// continues it. nil: no spans, and nothing spent on them. The global
+	// provider (otel.GetTracerProvider) is never used; pass it here to
+	// use it.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, records messaging.client.sent.messages and
+	// messaging.process.duration. nil: no metrics.
+	MeterProvider metric.MeterProvider
 }
 
 func (c Config) withDefaults() Config {
@@ -195,6 +210,8 @@ type Client struct {
 	cfg   Config
 	log   *slog.Logger
 
+	trace *Tracing // nil: no spans or metrics
+
 	mu      sync.Mutex // protects the fields below
 	started bool
 	stopped bool
@@ -215,7 +232,11 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Client{store: store, cfg: cfg, log: cfg.Logger.With(slog.String("worker", cfg.WorkerID))}, nil
+	t, err := NewTracing(cfg.TracerProvider, cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("readpast: metrics: %w", err)
+	}
+	return &Client{store: store, cfg: cfg, trace: t, log: cfg.Logger.With(slog.String("worker", cfg.WorkerID))}, nil
 }
 
 // Store returns the client's store.
@@ -224,9 +245,37 @@ func (c *Client) Store() Store { return c.store }
 // WorkerID returns the name this client claims under.
 func (c *Client) WorkerID() string { return c.cfg.WorkerID }
 
-// Enqueue adds jobs, all or none, in one round trip.
+// Enqueue adds jobs, all or none, in one round trip, traced when the
+// client has a TracerProvider (Tracing.Enqueue).
 func (c *Client) Enqueue(ctx context.Context, jobs ...EnqueueParams) ([]*Job, error) {
-	return c.store.Enqueue(ctx, jobs)
+	if c.trace == nil {
+		return c.store.Enqueue(ctx, jobs)
+	}
+	return c.trace.Enqueue(ctx, jobs, c.store.Enqueue)
+}
+
+// EnqueueSQLTx adds jobs inside the caller's database/sql transaction
+// (SQLTxStore.EnqueueSQLTx: they exist if and only if tx commits), traced
+// as Enqueue is. The client's store must implement SQLTxStore.
+func (c *Client) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs ...EnqueueParams) ([]*Job, error) {
+	ts, ok := c.store.(SQLTxStore)
+	if !ok {
+		return nil, fmt.Errorf("readpast: EnqueueSQLTx: store %T cannot join a database/sql transaction", c.store)
+	}
+	return c.EnqueueWith(ctx, func(ctx context.Context, jobs []EnqueueParams) ([]*Job, error) {
+		return ts.EnqueueSQLTx(ctx, tx, jobs)
+	}, jobs...)
+}
+
+// EnqueueWith adds jobs through insert, traced as Enqueue is: for the
+// enqueues Client has no method for, such as postgres.Store.EnqueueTx
+// in a pgx transaction:
+//
+//	c.EnqueueWith(ctx, func(ctx context.Context, ps []readpast.EnqueueParams) ([]*readpast.Job, error) {
+//		return pgStore.EnqueueTx(ctx, tx, ps)
+//	}, params...)
+func (c *Client) EnqueueWith(ctx context.Context, insert InsertFunc, jobs ...EnqueueParams) ([]*Job, error) {
+	return c.trace.Enqueue(ctx, jobs, insert)
 }
 
 // Start begins claiming and working jobs of the configured queues until

@@ -104,6 +104,13 @@ type Job struct {
 	// Snoozes counts how many times a handler snoozed the job
 	// (Store.Snooze). A manual Retry resets it.
 	Snoozes int `json:"snoozes"`
+	// Traceparent and Tracestate are the job's creation context, as the
+	// W3C Trace Context headers of that name: the context of the span
+	// that enqueued it (or the one its enqueue was given). Empty when it
+	// was enqueued outside any trace. What Enqueue and Claim return
+	// carries them; see docs/design/tracing.md.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // EnqueueParams describes one job to enqueue. Zero values take defaults.
@@ -140,6 +147,14 @@ type EnqueueParams struct {
 	// (1..MaxNameLen printable characters without spaces). A tag given
 	// twice is kept once. Tags never change after the enqueue.
 	Tags []string
+	// Traceparent (and Tracestate, which needs it) give the job a
+	// creation context of the caller's own, in the W3C Trace Context
+	// format: the job's process spans continue that trace. A Client with
+	// a TracerProvider fills them with its producer span's context when
+	// they are empty, and keeps them (linking its span to them) when they
+	// are not. Empty for none.
+	Traceparent string
+	Tracestate  string
 }
 
 // Defaults and limits shared by every store.

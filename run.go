@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // execute runs one claimed job, claimed at claimed, on worker w, and
@@ -19,14 +21,22 @@ import (
 func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	c := p.client
 	r := &run{p: p, job: job}
+	if t := c.trace; t != nil {
+		r.startProcess(t, w.base, c.cfg.WorkerID)
+		defer r.endProcess(t)
+	}
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {
 		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
+		r.setOutcome(attemptOutcome(job, false), errors.New(msg))
 		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, r.log())
 		return
 	}
 	ctx, cancel := w.jobContext()
 	defer w.release()
+	if r.traced != nil && r.traced.span != nil {
+		ctx = trace.ContextWithSpan(ctx, r.traced.span)
+	}
 	timeout := h.timeout(job, c.cfg.JobTimeout)
 	if timeout > 0 {
 		var stopTimeout context.CancelFunc
@@ -47,6 +57,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 
 	cause := context.Cause(ctx)
 	if errors.Is(cause, ErrLeaseLost) {
+		r.setOutcome(outcomeLeaseLost, nil)
 		r.log().Warn("lease lost while running; outcome discarded")
 		return
 	}
@@ -57,6 +68,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 			merr = CheckResult(raw)
 		}
 		if merr == nil {
+			r.setOutcome(outcomeSucceeded, nil)
 			handedOver = c.done.add(Completion{ID: job.ID, Token: job.Token, Result: raw}, r.stop)
 			if !handedOver {
 				r.log().Warn("client stopped before the completion was written; the lease will expire")
@@ -65,6 +77,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 		}
 		err = Permanent(merr)
 	} else if errors.Is(cause, ErrShutdown) {
+		r.setOutcome(outcomeReleased, err)
 		r.releaseJob()
 		return
 	}
@@ -89,6 +102,10 @@ type run struct {
 	job     *Job
 	logOnce sync.Once
 	logger  *slog.Logger
+
+	// traced is the attempt's span and measurement; nil when the client
+	// has no Tracing, so that an untraced job's run is no larger.
+	traced *attemptTrace
 
 	mu      sync.Mutex
 	stopped bool        // protected by mu
@@ -118,6 +135,10 @@ func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout tim
 		case bad != nil:
 			err = fmt.Errorf("%w (the handler returned: %w)", bad, err)
 		case job.Snoozes < c.cfg.MaxSnoozes:
+			r.setOutcome(outcomeSnoozed, nil)
+			if r.traced != nil {
+				r.traced.snooze = snooze.Delay
+			}
 			p.writeSnooze(job, snooze.Delay, r.log())
 			return
 		default:
@@ -142,6 +163,7 @@ func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout tim
 		}
 		retryAt = dbNow(job, claimed).Add(policy(job.Attempt))
 	}
+	r.setOutcome(attemptOutcome(job, discard), err)
 	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, r.log())
 }
 

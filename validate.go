@@ -67,6 +67,11 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 		return p, err
 	}
 	p.Tags = tags
+	if p.Traceparent != "" || p.Tracestate != "" {
+		if p.Traceparent, p.Tracestate, err = normalizeTraceContext(p.Traceparent, p.Tracestate); err != nil {
+			return p, err
+		}
+	}
 	return p, nil
 }
 

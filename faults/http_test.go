@@ -66,9 +66,9 @@ func (r *run) server(slot, addr, url string) *proc {
 	}
 }
 
-// pyWorker starts the example Python worker, recording its history, on
-// the server at addr: leases of lease, long polls of 5 s, claims of up
-// to 4.
+// pyWorker starts the example Python worker (examples/python-worker, on
+// this checkout's readpast package), recording its history, on the server
+// at addr: leases of lease, long polls of 5 s, up to 4 jobs at once.
 func (r *run) pyWorker(slot, addr string, lease time.Duration) *proc {
 	r.mu.Lock()
 	r.gens[slot]++

@@ -28,9 +28,14 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
+	traceparent, tracestate, ae := traceHeaders(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
 	ctx, cancel := writeContext(r)
 	defer cancel()
-	jobs, err := s.store.Enqueue(ctx, []readpast.EnqueueParams{p})
+	jobs, err := s.enqueueTraced(ctx, r, traceparent, tracestate, []readpast.EnqueueParams{p})
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return
@@ -93,9 +98,14 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, ae)
 		return
 	}
+	traceparent, tracestate, ae := traceHeaders(r)
+	if ae != nil {
+		s.writeError(w, r, ae)
+		return
+	}
 	ctx, cancel := writeContext(r)
 	defer cancel()
-	jobs, err := s.store.Enqueue(ctx, ps)
+	jobs, err := s.enqueueTraced(ctx, r, traceparent, tracestate, ps)
 	if err != nil {
 		s.writeStoreError(w, r, err)
 		return

@@ -67,6 +67,7 @@ type metrics struct {
 	reqTime    *prometheus.HistogramVec
 	queues     *labelCap
 	kinds      *labelCap
+	inFlight   *inFlightLabels
 }
 
 // labels returns the queue and kind labels of j, folded into OtherLabel
@@ -82,6 +83,8 @@ func newMetrics(reg *prometheus.Registry, store readpast.Store, log *slog.Logger
 	m := &metrics{
 		queues: newLabelCap(maxQueues),
 		kinds:  newLabelCap(maxKinds),
+		// As many as a few seconds of a busy server's claims.
+		inFlight: newInFlightLabels(1 << 16),
 		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "readpast_jobs_enqueued_total",
 			Help: "Jobs enqueued through the HTTP API.",
@@ -154,6 +157,7 @@ func (m *metrics) jobsClaimed(jobs []*readpast.Job, took time.Duration, now time
 	m.claimTime.Observe(took.Seconds())
 	for _, j := range jobs {
 		m.claimed.WithLabelValues(m.labels(j)).Inc()
+		m.inFlight.add(j.ID, j.Queue, j.Kind)
 		claimedAt := now
 		if j.StartedAt != nil {
 			claimedAt = *j.StartedAt
@@ -170,6 +174,7 @@ func (m *metrics) jobCompleted(j *readpast.Job) {
 	if m == nil || j == nil {
 		return
 	}
+	m.inFlight.take(j.ID)
 	m.completed.WithLabelValues(m.labels(j)).Inc()
 }
 
@@ -177,6 +182,7 @@ func (m *metrics) jobFailed(j *readpast.Job) {
 	if m == nil || j == nil {
 		return
 	}
+	m.inFlight.take(j.ID)
 	m.failed.WithLabelValues(m.labels(j)).Inc()
 }
 

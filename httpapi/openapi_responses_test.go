@@ -151,6 +151,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/jobs/{id}/complete", id(a, "complete"), tok(a)+`,"result":{"ok":true}}`, 200)
 	do("POST", "/v1/jobs/{id}/complete", "/v1/jobs/999999/complete", tok(a)+`}`, 404)
 	do("POST", "/v1/jobs/{id}/complete", id(a, "complete"), `{"token":"00000000-0000-0000-0000-000000000000"}`, 409)
+	do("POST", "/v1/jobs/complete", "/v1/jobs/complete", fmt.Sprintf(`{"jobs":[{"id":%d,"token":%q},{"id":999999,"token":%q}]}`, a.ID, a.Token, a.Token), 200)
+	do("POST", "/v1/jobs/complete", "/v1/jobs/complete", `{"jobs":[]}`, 400)
 	do("POST", "/v1/jobs/{id}/fail", id(b, "fail"), tok(b)+`,"error":"boom","retry_at":"2030-01-01T00:00:00Z"}`, 200)
 	do("POST", "/v1/jobs/{id}/fail", id(b, "fail"), tok(b)+`,"error":"again"}`, 409)
 	do("POST", "/v1/jobs/{id}/release", id(b, "release"), tok(b)+`}`, 409)

@@ -233,6 +233,7 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "GET /v1/jobs/{id}", handler: s.get},
 		{pattern: "DELETE /v1/jobs/{id}", handler: s.deleteJob},
 		{pattern: "POST /v1/claim", handler: s.claim},
+		{pattern: "POST /v1/jobs/complete", handler: s.completeBatch},
 		{pattern: "POST /v1/jobs/{id}/complete", handler: s.complete},
 		{pattern: "POST /v1/jobs/{id}/fail", handler: s.fail},
 		{pattern: "POST /v1/jobs/{id}/heartbeat", handler: s.heartbeat},

@@ -42,8 +42,12 @@ var (
 )
 
 // copyColumns are the columns COPY writes; the others take their defaults
-// (a pending job, never attempted, created now).
-var copyColumns = []string{"id", "queue", "kind", "payload", "priority", "run_at", "max_attempts", "tags"}
+// (a pending job, never attempted, created now). A batch in which a job
+// has a creation context writes copyTracedColumns.
+var (
+	copyColumns       = []string{"id", "queue", "kind", "payload", "priority", "run_at", "max_attempts", "tags"}
+	copyTracedColumns = append(slices.Clone(copyColumns), "traceparent", "tracestate")
+)
 
 // copies reports whether cols goes through COPY: large enough, and
 // without a group (whose ready marks sql/enqueue.sql writes). Callers
@@ -95,11 +99,16 @@ func copyJobs(ctx context.Context, tx pgx.Tx, cols *enqueueCols, notify bool) ([
 			j.Tags = strings.Split(*t, " ") // no tag holds a space
 			tagIDs, tagLists = append(tagIDs, j.ID), append(tagLists, *t)
 		}
+		j.Traceparent, j.Tracestate = cols.traceContext(i)
 		perQueue[j.Queue]++
 		out[i] = j
 	}
-	src := &copySource{jobs: jobs, cols: cols, i: -1, row: make([]any, len(copyColumns))}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"readpast_jobs"}, copyColumns, src); err != nil {
+	columns := copyColumns
+	if cols.traced() {
+		columns = copyTracedColumns
+	}
+	src := &copySource{jobs: jobs, cols: cols, i: -1, row: make([]any, len(columns))}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"readpast_jobs"}, columns, src); err != nil {
 		return nil, err
 	}
 	queues := make([]string, 0, len(perQueue))
@@ -153,6 +162,9 @@ func (c *copySource) Values() ([]any, error) {
 	}
 	c.row[0], c.row[1], c.row[2], c.row[3] = j.ID, j.Queue, j.Kind, c.cols.payloads[i]
 	c.row[4], c.row[5], c.row[6], c.row[7] = c.cols.prios[i], j.RunAt, c.cols.maxAtt[i], tags
+	if len(c.row) > 8 {
+		c.row[8], c.row[9] = c.cols.traceparents[i], c.cols.tracestates[i]
+	}
 	return c.row, nil
 }
 

@@ -22,7 +22,11 @@ type enqueueCols struct {
 	groups, keys            []*string
 	uniqueFor               []*int64
 	tags                    []*string
-	payloadBytes            int // the payloads' total size
+	// traceparents and tracestates are the jobs' creation contexts; both
+	// nil when no job has one, so that an untraced enqueue sends NULL
+	// arrays (unnest pads them with NULLs) and allocates nothing for them.
+	traceparents, tracestates []*string
+	payloadBytes              int // the payloads' total size
 }
 
 // newEnqueueCols validates jobs and lays them out. index maps the position
@@ -66,8 +70,47 @@ func newEnqueueCols(jobs []readpast.EnqueueParams, index []int) (*enqueueCols, e
 			t := strings.Join(p.Tags, " ")
 			c.tags[i] = &t
 		}
+		if p.Traceparent != "" {
+			if c.traceparents == nil {
+				c.traceparents, c.tracestates = make([]*string, n), make([]*string, n)
+			}
+			c.traceparents[i] = &p.Traceparent
+			if p.Tracestate != "" {
+				c.tracestates[i] = &p.Tracestate
+			}
+		}
 	}
 	return c, nil
+}
+
+// traced reports whether a job of c has a creation context.
+func (c *enqueueCols) traced() bool { return c.traceparents != nil }
+
+// traceContext returns the creation context of c's job i.
+func (c *enqueueCols) traceContext(i int) (traceparent, tracestate string) {
+	if c.traceparents == nil {
+		return "", ""
+	}
+	if p := c.traceparents[i]; p != nil {
+		traceparent = *p
+	}
+	if s := c.tracestates[i]; s != nil {
+		tracestate = *s
+	}
+	return traceparent, tracestate
+}
+
+// setTraceContexts sets on jobs, the jobs of c in order, their creation
+// contexts.
+func (c *enqueueCols) setTraceContexts(jobs []*readpast.Job) {
+	if !c.traced() {
+		return
+	}
+	for i, j := range jobs {
+		if i < c.jobs() && j != nil {
+			j.Traceparent, j.Tracestate = c.traceContext(i)
+		}
+	}
 }
 
 // jobs is how many jobs c holds.
@@ -75,30 +118,37 @@ func (c *enqueueCols) jobs() int { return len(c.queues) }
 
 // add puts o's jobs after c's.
 func (c *enqueueCols) add(o *enqueueCols) {
+	n := c.jobs()
 	c.payloadBytes += o.payloadBytes
 	c.queues, c.kinds, c.payloads = append(c.queues, o.queues...), append(c.kinds, o.kinds...), append(c.payloads, o.payloads...)
 	c.prios, c.maxAtt, c.runAt = append(c.prios, o.prios...), append(c.maxAtt, o.maxAtt...), append(c.runAt, o.runAt...)
 	c.groups, c.keys = append(c.groups, o.groups...), append(c.keys, o.keys...)
 	c.uniqueFor, c.tags = append(c.uniqueFor, o.uniqueFor...), append(c.tags, o.tags...)
+	if c.traced() || o.traced() {
+		c.traceparents = append(padded(c.traceparents, n), padded(o.traceparents, o.jobs())...)
+		c.tracestates = append(padded(c.tracestates, n), padded(o.tracestates, o.jobs())...)
+	}
 }
 
-// args are the statement's parameters: sql/enqueue_unique.sql's with
-// keyed, else sql/enqueue.sql's (without its last, the notify flag).
-func (c *enqueueCols) args(keyed bool) []any {
-	if keyed {
-		return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.keys, c.uniqueFor, c.tags}
+// padded returns col, or n NULLs when col is nil.
+func padded(col []*string, n int) []*string {
+	if col == nil {
+		return make([]*string, n)
 	}
-	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.tags}
+	return col
 }
 
-// enqueueArgs validates jobs and lays them out as the parameters of
-// sql/enqueue.sql, or with keyed sql/enqueue_unique.sql (enqueueCols).
-func enqueueArgs(jobs []readpast.EnqueueParams, keyed bool, index []int) ([]any, error) {
-	c, err := newEnqueueCols(jobs, index)
-	if err != nil {
-		return nil, err
-	}
-	return c.args(keyed), nil
+// keyedArgs are the parameters of sql/enqueue_unique.sql.
+func (c *enqueueCols) keyedArgs() []any {
+	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.keys, c.uniqueFor, c.tags,
+		c.traceparents, c.tracestates}
+}
+
+// insertArgs are the parameters of sql/enqueue.sql; notify is its
+// notify flag.
+func (c *enqueueCols) insertArgs(notify bool) []any {
+	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.tags, notify,
+		c.traceparents, c.tracestates}
 }
 
 // enqueue runs sql/enqueue.sql (or the keyed enqueue) on q. notify says
@@ -128,7 +178,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, noti
 // insertJobs runs sql/enqueue.sql on q for jobs without unique keys, laid
 // out; notify as for enqueue.
 func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify bool) ([]*readpast.Job, error) {
-	rows, err := q.Query(ctx, enqueueSQL, append(cols.args(false), notify)...)
+	rows, err := q.Query(ctx, enqueueSQL, cols.insertArgs(notify)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -136,6 +186,7 @@ func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify bool) 
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
+	cols.setTraceContexts(out) // rows come back in input order
 	return out, nil
 }
 

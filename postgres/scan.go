@@ -34,12 +34,13 @@ func scanJobAfter(r scanner, dest ...any) (*readpast.Job, error) {
 // 1000-worker drain. Every value kept from a row is a copy (pgx copies
 // into []byte and string destinations), so nothing aliases the next row.
 type jobScanner struct {
-	j                     readpast.Job
-	payload, errs, result []byte
-	state                 string
-	group, token, worker  *string
-	uniqueKey, tags       *string
-	dest                  []any
+	j                       readpast.Job
+	payload, errs, result   []byte
+	state                   string
+	group, token, worker    *string
+	uniqueKey, tags         *string
+	traceparent, tracestate *string
+	dest                    []any
 }
 
 // scan reads one row: the columns of extra first, then the job's.
@@ -68,11 +69,21 @@ func (js *jobScanner) scanClaim(r scanner, j *readpast.Job) error {
 	*js = jobScanner{dest: js.dest[:0]}
 	s := &js.j
 	js.dest = append(js.dest[:0], &s.ID, &s.Queue, &s.Kind, &js.payload, &s.Priority, &s.Attempt, &s.MaxAttempts,
-		&s.RunAt, &js.group, &s.CreatedAt, &s.StartedAt, &js.errs, &js.uniqueKey, &s.UniqueUntil, &js.tags, &s.Snoozes)
+		&s.RunAt, &js.group, &s.CreatedAt, &s.StartedAt, &js.errs, &js.uniqueKey, &s.UniqueUntil, &js.tags, &s.Snoozes,
+		&js.traceparent, &js.tracestate)
 	if err := r.Scan(js.dest...); err != nil {
 		return err
 	}
-	return js.fill(j)
+	if err := js.fill(j); err != nil {
+		return err
+	}
+	if js.traceparent != nil {
+		j.Traceparent = *js.traceparent
+	}
+	if js.tracestate != nil {
+		j.Tracestate = *js.tracestate
+	}
+	return nil
 }
 
 // fill converts the scanned columns into j.

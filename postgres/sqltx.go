@@ -21,11 +21,11 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if anyKey(jobs) {
 		return enqueueKeyedOp(ctx, sqlSource{tx}, jobs)
 	}
-	args, err := enqueueArgs(jobs, false, nil)
+	cols, err := newEnqueueCols(jobs, nil)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, enqueueSQL, append(args, true)...)
+	rows, err := tx.QueryContext(ctx, enqueueSQL, cols.insertArgs(true)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
@@ -34,6 +34,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}
+	cols.setTraceContexts(out)
 	return out, nil
 }
 

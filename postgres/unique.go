@@ -108,7 +108,7 @@ func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueuePar
 		}
 	}
 	// Validate everything before anything is sent.
-	if _, err := enqueueArgs(jobs, true, nil); err != nil {
+	if _, err := newEnqueueCols(jobs, nil); err != nil {
 		return nil, err
 	}
 	out := make([]*readpast.Job, len(jobs))
@@ -120,11 +120,11 @@ func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueuePar
 		for k, i := range send {
 			part[k] = jobs[i]
 		}
-		args, err := enqueueArgs(part, true, send)
+		cols, err := newEnqueueCols(part, send)
 		if err != nil {
 			return nil, err
 		}
-		rows, err := src.query(ctx, enqueueUniqueSQL, args...)
+		rows, err := src.query(ctx, enqueueUniqueSQL, cols.keyedArgs()...)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +139,9 @@ func enqueueKeyed(ctx context.Context, src rowSource, jobs []readpast.EnqueuePar
 				return nil, err
 			}
 			j.Duplicate = outcome == "duplicate"
+			if !j.Duplicate {
+				j.Traceparent, j.Tracestate = cols.traceContext(int(ord - 1))
+			}
 			out[send[ord-1]] = j
 		}
 		err = rows.Err()

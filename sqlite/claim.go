@@ -164,7 +164,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 			return nil, false, next, err
 		}
 		for rows.Next() {
-			j, err := scanJob(rows)
+			j, err := scanClaimedJob(rows)
 			if err != nil {
 				rows.Close()
 				return nil, false, next, err

@@ -406,6 +406,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		`ALTER TABLE readpast_jobs DROP COLUMN traceparent`,
+		`ALTER TABLE readpast_jobs DROP COLUMN tracestate`,
 		`ALTER TABLE readpast_groups DROP COLUMN weight`,
 		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,

@@ -56,13 +56,21 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 	created := fromMicros(nowUS)
 	out := make([]*readpast.Job, 0, len(jobs))
 	var tagRows [][2]any
+	traced := slices.ContainsFunc(jobs, func(p readpast.EnqueueParams) bool { return p.Traceparent != "" })
+	insert, row, perRow := enqueueInsertSQL, enqueueRowSQL, enqueueRowParams
+	if traced {
+		insert, row, perRow = enqueueTracedInsertSQL, enqueueTracedRowSQL, enqueueRowParams+2
+	}
 	for start := 0; start < len(jobs); start += enqueueChunk {
 		part := jobs[start:min(start+enqueueChunk, len(jobs))]
-		query := enqueueInsertSQL + strings.Repeat(enqueueRowSQL+", ", len(part)-1) + enqueueRowSQL + enqueueReturningSQL
-		args := make([]any, 0, len(part)*enqueueRowParams)
+		query := insert + strings.Repeat(row+", ", len(part)-1) + row + enqueueReturningSQL
+		args := make([]any, 0, len(part)*perRow)
 		for _, p := range part {
 			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
 				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS), joinTags(p.Tags))
+			if traced {
+				args = append(args, nullString(p.Traceparent), nullString(p.Tracestate))
+			}
 		}
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
@@ -99,6 +107,8 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 				CreatedAt:   created,
 				Errors:      []readpast.AttemptError{},
 				Tags:        []string{},
+				Traceparent: p.Traceparent,
+				Tracestate:  p.Tracestate,
 			}
 			for _, t := range p.Tags {
 				j.Tags = append(j.Tags, t)

@@ -265,6 +265,8 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	s := openTemp(t)
 	path := s.Path()
 	for _, q := range []string{
+		`ALTER TABLE readpast_jobs DROP COLUMN traceparent`, // schema 12, applied again
+		`ALTER TABLE readpast_jobs DROP COLUMN tracestate`,
 		`ALTER TABLE readpast_groups DROP COLUMN weight`,
 		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,

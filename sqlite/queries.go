@@ -24,8 +24,16 @@ const (
     (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until, tags)
 VALUES `
 	// enqueueRowSQL is one row of enqueueInsertSQL; enqueueRowParams counts its ?s.
-	enqueueRowSQL       = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`
-	enqueueRowParams    = 11
+	enqueueRowSQL    = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`
+	enqueueRowParams = 11
+	// enqueueTracedInsertSQL and enqueueTracedRowSQL are the INSERT of a
+	// batch in which a job has a creation context (traceparent,
+	// tracestate): two more parameters a row.
+	enqueueTracedInsertSQL = `INSERT INTO readpast_jobs
+    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until, tags,
+     traceparent, tracestate)
+VALUES `
+	enqueueTracedRowSQL = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)`
 	enqueueReturningSQL = ` RETURNING id`
 	// enqueueChunk rows per INSERT keeps each statement far below SQLite's
 	// limit of 32766 bound parameters.
@@ -104,7 +112,7 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND group_key IS NOT NULL AND stat
 SET state = 'running', attempt = attempt + 1, token = ?5,
     worker = ?2, started_at = ?3, lease_expires_at = ?4
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
-RETURNING ` + liveSelect
+RETURNING ` + liveSelect + `, traceparent, tracestate`
 	// groupSubSQL takes ?1 (JSON object group -> jobs that stopped running)
 	// off running; groupForgetSQL then drops the rows of keys left idle.
 	// Nothing clamps the count: taking off more than a group has running

@@ -22,6 +22,24 @@ type rowScanner interface {
 
 // scanJob reads the 22 columns of liveSelect or historySelect.
 func scanJob(r rowScanner) (*readpast.Job, error) {
+	return scanJobTraced(r, nil, nil)
+}
+
+// scanClaimedJob reads the columns of liveSelect and the job's creation
+// context (claimUpdateSQL).
+func scanClaimedJob(r rowScanner) (*readpast.Job, error) {
+	var traceparent, tracestate sql.NullString
+	j, err := scanJobTraced(r, &traceparent, &tracestate)
+	if err != nil {
+		return nil, err
+	}
+	j.Traceparent, j.Tracestate = traceparent.String, tracestate.String
+	return j, nil
+}
+
+// scanJobTraced reads the columns of liveSelect or historySelect, and
+// after them into traceparent and tracestate unless they are nil.
+func scanJobTraced(r rowScanner, traceparent, tracestate *sql.NullString) (*readpast.Job, error) {
 	var (
 		j                        readpast.Job
 		payload, state, errs     string
@@ -31,9 +49,14 @@ func scanJob(r rowScanner) (*readpast.Job, error) {
 		lease, started, finished sql.NullInt64
 		uniqueUntil              sql.NullInt64
 	)
-	if err := r.Scan(&j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
+	dest := make([]any, 0, 24)
+	dest = append(dest, &j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
 		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result,
-		&uniqueKey, &uniqueUntil, &tags, &j.Snoozes); err != nil {
+		&uniqueKey, &uniqueUntil, &tags, &j.Snoozes)
+	if traceparent != nil {
+		dest = append(dest, traceparent, tracestate)
+	}
+	if err := r.Scan(dest...); err != nil {
 		return nil, err
 	}
 	j.UniqueKey = uniqueKey.String

@@ -4,21 +4,12 @@
 package python_test
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,14 +43,14 @@ func TestPythonClient(t *testing.T) {
 		}
 		t.Skip("python3 not found: skipping the Python client's tests")
 	}
-	token := randomToken(t)
-	srv := startServe(t, readpastBin.Path(t), token)
+	srv := readpastBin.Serve(t, testbin.ServeOptions{})
+	token := srv.Token
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-m", "unittest", "discover", "-s", "tests", "-v")
-	cmd.Env = append(environ(),
-		"READPAST_URL="+srv.base,
+	cmd.Env = append(testbin.Environ(),
+		"READPAST_URL="+srv.URL,
 		"READPAST_TOKEN="+token,
 		"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ in the source tree
 		"PYTHONUNBUFFERED=1",
@@ -130,101 +121,4 @@ func TestSummary(t *testing.T) {
 			t.Errorf("summary(%q) = %d, %d, %v, want %d, %d, %v", c.out, ran, skipped, ok, c.ran, c.skipped, c.ok)
 		}
 	}
-}
-
-// randomToken returns a full-access token of 32 random bytes, hex-encoded.
-func randomToken(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// environ is this process's environment without readpast's own variables.
-func environ() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "READPAST_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// served is a running `readpast serve`.
-type served struct {
-	base string
-}
-
-// startServe starts `readpast serve` on a free loopback port with a SQLite
-// database in a temporary folder and token as its only (full) token, waits
-// until it listens, and stops it at the end of the test: SIGTERM to its
-// process, then a check of its exit (SIGKILL after 30 seconds).
-func startServe(t *testing.T, bin, token string) *served {
-	t.Helper()
-	db := filepath.Join(t.TempDir(), "readpast.db")
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--database-url", db)
-	// The token in the environment, not in the arguments `ps` shows.
-	cmd.Env = append(environ(), "READPAST_TOKENS="+token)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var log strings.Builder
-	logs := func() string { mu.Lock(); defer mu.Unlock(); return log.String() }
-	addr := make(chan string, 1)
-	exited := make(chan struct{}) // closed once waitErr is set
-	var waitErr error
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			line := sc.Text()
-			mu.Lock()
-			log.WriteString(line + "\n")
-			mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
-				select {
-				case addr <- rec.Addr:
-				default:
-				}
-			}
-		}
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			t.Errorf("SIGTERM to readpast serve (pid %d): %v", cmd.Process.Pid, err)
-		}
-		select {
-		case <-exited:
-			if waitErr != nil {
-				t.Errorf("readpast serve exited with %v after SIGTERM\n%s", waitErr, logs())
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("readpast serve (pid %d) did not stop within 30s of SIGTERM\n%s", cmd.Process.Pid, logs())
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs())
-		}
-	})
-	select {
-	case a := <-addr:
-		return &served{base: fmt.Sprint("http://", a)}
-	case <-exited:
-		t.Fatalf("readpast serve exited: %v\n%s", waitErr, logs())
-	case <-time.After(time.Minute):
-		t.Fatalf("readpast serve did not start within a minute\n%s", logs())
-	}
-	return nil
 }

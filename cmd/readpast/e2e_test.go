@@ -1068,7 +1068,9 @@ func runE2E(t *testing.T, bin, db string) {
 // folder: it enqueues add and fail jobs with the readpast command (which
 // reaches the server through $READPAST_URL, creating no database there),
 // runs the worker until it has handled them, and checks their final
-// states.
+// states. The worker runs with python3 -S (no site-packages), so that it
+// takes the readpast package from this clone (clients/python/src), as a
+// clone without the package installed does, whatever is installed.
 func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	t.Helper()
 	python, err := exec.LookPath("python3")
@@ -1104,7 +1106,7 @@ func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// 3 add jobs, and 2 attempts of the fail job.
-	cmd := exec.CommandContext(ctx, python, "worker.py",
+	cmd := exec.CommandContext(ctx, python, "-S", "worker.py",
 		"--queue", "py", "--max-jobs", "5", "--wait", "5", "--lease", "5", "--heartbeat", "0.5", "--name", "py-e2e")
 	cmd.Dir = dir
 	cmd.Env = childEnv(env...)
@@ -1114,6 +1116,9 @@ func runPythonWorker(t *testing.T, bin string, api client, base string) {
 	}
 	if !strings.Contains(string(out), "waiting for jobs") {
 		t.Errorf("the worker did not say it was waiting:\n%s", out)
+	}
+	if !strings.Contains(string(out), "handled 5 job(s)") {
+		t.Errorf("the worker did not stop after --max-jobs 5:\n%s", out)
 	}
 	wants := []struct{ state, result string }{
 		{"succeeded", `{"sum":6}`}, {"succeeded", `{"sum":6.5}`}, {"succeeded", `{"sum":0}`}, {"failed", ""},

@@ -160,6 +160,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// Set up first, flushed last: after the server and the store stopped.
+	tracing, flushTraces, err := setupTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+
 	url := databaseURL(*dbURL)
 	kind, _, err := stores.Parse(url)
 	if err != nil {
@@ -208,6 +215,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	handler = httpapi.WithTracing(handler, tracing)
 	if !*noDashboard {
 		dash, err := dashboard.New(dashboard.Config{
 			Store:           store,
@@ -265,7 +273,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		slog.String("database", stores.Redact(url)),
 		slog.Bool("auth", len(full)+len(read) > 0),
 		slog.Bool("metrics", reg != nil),
-		slog.Bool("dashboard", !*noDashboard))
+		slog.Bool("dashboard", !*noDashboard),
+		slog.Bool("tracing", tracing != nil))
 
 	select {
 	case err := <-served:

@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""The example Python worker (examples/python-worker/worker.py), unchanged,
-with every call it makes to the server and every handler run recorded in a
-history file for the fault suite (internal/history's format: one JSON
-object a line, each written with one write(2)).
+"""The example Python worker (examples/python-worker/worker.py, on the
+readpast package), unchanged, with every call its readpast.Worker makes to
+the server and every handler run recorded in a history file for the fault
+suite (internal/history's format: one JSON object a line, each written
+with one write(2)).
 
 Usage: pyworker.py WORKER_PY HISTORY_FILE PROC_NAME [worker.py options...]
 
-It handles kind "work": payload {"fail": true} fails the first attempt.
+It adds kind "work": payload {"fail": true} fails the first attempt.
+
+The readpast package is this checkout's (clients/python/src), whatever is
+installed. The calls recorded are those of readpast.Client the Worker
+makes: _claim, heartbeat, complete, complete_many (an event per job, with
+its own outcome), fail, release, snooze and cancel_job. The history has no
+ops for the last two: a snooze is recorded as a release (the job is
+pending again, the attempt not counted, the token spent) and a cancel as a
+fail (the job ends, not succeeded) under the token this process claimed
+the job with.
 """
 
 import importlib.util
@@ -14,7 +24,12 @@ import json
 import os
 import random
 import sys
+import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+
+import readpast  # noqa: E402 - after the path above
 
 
 def load(path):
@@ -22,6 +37,18 @@ def load(path):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def outcome(exc):
+    """The history's outcome of a call that raised (or of a batch item)."""
+    if isinstance(exc, readpast.APIError):
+        if exc.status == 409:
+            return "stale"
+        if exc.status == 404:
+            return "notfound"
+        if 400 <= exc.status < 500 and exc.status != 429:
+            return "refused"
+    return "error"  # no answer, 5xx, 429: it may or may not have landed
 
 
 def main():
@@ -33,32 +60,27 @@ def main():
         e["proc"] = proc
         os.write(fd, (json.dumps(e) + "\n").encode())
 
-    def outcome(exc):
-        if isinstance(exc, worker.APIError):
-            if exc.status == 409:
-                return "stale"
-            if exc.status == 404:
-                return "notfound"
-            if 400 <= exc.status < 500 and exc.status != 429:
-                return "refused"
-        return "error"
+    tokens = {}  # job id -> the token this process last claimed it with
+    tokens_lock = threading.Lock()
 
-    class Recording(worker.Client):
-        def claim(self, name, queues, limit=1, lease_seconds=30, wait_seconds=20):
+    class Recording(readpast.Client):
+        def _claim(self, name, queues, limit, lease_seconds, wait_seconds, hook):
             inv = time.time_ns()
             try:
-                jobs = super().claim(name, queues, limit, lease_seconds, wait_seconds)
+                jobs = super()._claim(name, queues, limit, lease_seconds, wait_seconds, hook)
             except Exception as e:
                 rec(op="claimcall", inv=inv, ret=time.time_ns(), out="error", err=str(e))
                 raise
             ret = time.time_ns()
             rec(op="claimcall", inv=inv, ret=ret, out="ok", n=len(jobs))
             for j in jobs:
-                rec(op="claim", id=j["id"], tok=j["token"], g=j.get("group") or "", inv=inv, ret=ret,
+                with tokens_lock:
+                    tokens[j.id] = j.token
+                rec(op="claim", id=j.id, tok=j.token, g=j.group or "", inv=inv, ret=ret,
                     lease=int(lease_seconds * 1e9))
             return jobs
 
-        def write(self, op, job_id, token, call, lease=0):
+        def _write(self, op, job_id, token, call, lease=0):
             inv = time.time_ns()
             if op != "extend":
                 rec(op=op, id=job_id, tok=token, inv=inv, out="sent")
@@ -70,43 +92,68 @@ def main():
             rec(op=op, id=job_id, tok=token, inv=inv, ret=time.time_ns(), out="ok", lease=lease)
             return r
 
-        def heartbeat(self, job_id, token, lease_seconds):
-            return self.write("extend", job_id, token, lambda: super(Recording, self).heartbeat(job_id, token, lease_seconds),
-                              int(lease_seconds * 1e9))
+        def heartbeat(self, job_id, token, lease_seconds=None):
+            lease = int((lease_seconds or 60) * 1e9)  # the server's default lease is 60 s
+            return self._write("extend", job_id, token, lambda: super(Recording, self).heartbeat(job_id, token, lease_seconds),
+                               lease)
 
-        def complete(self, job_id, token, result):
-            return self.write("complete", job_id, token, lambda: super(Recording, self).complete(job_id, token, result))
+        def complete(self, job_id, token, result=None):
+            return self._write("complete", job_id, token, lambda: super(Recording, self).complete(job_id, token, result))
 
-        def fail(self, job_id, token, error, stack="", discard=False):
-            return self.write("fail", job_id, token,
-                              lambda: super(Recording, self).fail(job_id, token, error, stack, discard))
+        def complete_many(self, completions):
+            completions = list(completions)
+            inv = time.time_ns()
+            for job_id, token, _ in completions:
+                rec(op="complete", id=job_id, tok=token, inv=inv, out="sent")
+            try:
+                errs = super().complete_many(completions)
+            except Exception as e:
+                ret = time.time_ns()
+                for job_id, token, _ in completions:
+                    rec(op="complete", id=job_id, tok=token, inv=inv, ret=ret, out=outcome(e), err=str(e))
+                raise
+            ret = time.time_ns()
+            for (job_id, token, _), err in zip(completions, errs):
+                if err is None:
+                    rec(op="complete", id=job_id, tok=token, inv=inv, ret=ret, out="ok")
+                else:
+                    rec(op="complete", id=job_id, tok=token, inv=inv, ret=ret, out=outcome(err), err=str(err))
+            return errs
+
+        def fail(self, job_id, token, error, **kw):
+            return self._write("fail", job_id, token, lambda: super(Recording, self).fail(job_id, token, error, **kw))
 
         def release(self, job_id, token):
-            return self.write("release", job_id, token, lambda: super(Recording, self).release(job_id, token))
+            return self._write("release", job_id, token, lambda: super(Recording, self).release(job_id, token))
 
-    current = {}
+        def snooze(self, job_id, token, seconds):
+            return self._write("release", job_id, token, lambda: super(Recording, self).snooze(job_id, token, seconds))
 
-    def handle_work(payload):
-        job = current["job"]
-        rec(op="start", id=job["id"], tok=job["token"], inv=time.time_ns())
-        try:
-            time.sleep(random.uniform(0, 0.02))
-            if isinstance(payload, dict) and payload.get("fail") and job["attempt"] == 1:
-                raise RuntimeError("first attempt of job %d fails" % job["id"])
-            return {"ok": True}
-        finally:
-            rec(op="end", id=job["id"], tok=job["token"], inv=time.time_ns())
+        def cancel_job(self, job_id):
+            with tokens_lock:
+                token = tokens.get(job_id, "")
+            return self._write("fail", job_id, token, lambda: super(Recording, self).cancel_job(job_id))
+
+    def handle_work(ctx):
+        time.sleep(random.uniform(0, 0.02))
+        if isinstance(ctx.payload, dict) and ctx.payload.get("fail") and ctx.attempt == 1:
+            raise RuntimeError("first attempt of job %d fails" % ctx.id)
+        return {"ok": True}
+
+    def recorded(fn):
+        def run(ctx):
+            job = ctx.job
+            rec(op="start", id=job.id, tok=job.token, inv=time.time_ns())
+            try:
+                return fn(ctx)
+            finally:
+                rec(op="end", id=job.id, tok=job.token, inv=time.time_ns())
+        return run
 
     worker.HANDLERS["work"] = handle_work
-
-    class RecordingWorker(worker.Worker):
-        def process(self, job):
-            current["job"] = job
-            return super().process(job)
-
-    worker.Client = Recording
-    worker.Worker = RecordingWorker
-    return worker.main(sys.argv[4:])
+    for kind, fn in list(worker.HANDLERS.items()):
+        worker.HANDLERS[kind] = recorded(fn)
+    return worker.main(sys.argv[4:], client_class=Recording)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,21 @@
 -- the clock claims compare with. When $9 is true, the NOTIFY that wakes
 -- other processes' workers is delivered when the caller's transaction
 -- commits, coalesced per transaction; when false, the caller sends it
--- (Store.Enqueue coalesces it across enqueues: postgres/notify.go).
+-- (Store.Enqueue coalesces it across enqueues: postgres/notify.go). $10
+-- and $11 hold each job's creation context (traceparent, tracestate):
+-- NULL arrays when no job has one, which unnest pads with NULLs.
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
-                $8::text[])
-        WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, tags, ord)
+                $8::text[], $10::text[], $11::text[])
+        WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, tags,
+                             traceparent, tracestate, ord)
 ),
 inserted AS (
-    INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key, tags)
+    INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key, tags,
+                               traceparent, tracestate)
     SELECT queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key,
-           string_to_array(tags, ' ')
+           string_to_array(tags, ' '), traceparent, tracestate
     FROM input ORDER BY ord
     RETURNING *
 ),

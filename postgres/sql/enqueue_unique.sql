@@ -3,7 +3,8 @@
 -- job's key (NULL for none), and $9 its period in microseconds (NULL for
 -- none). The caller sends each key once (later entries of a batch with the
 -- same key are settled by the caller as duplicates of the first). $10
--- holds each job's tags as in enqueue.sql.
+-- holds each job's tags, and $11 and $12 its creation context, as in
+-- enqueue.sql.
 --
 -- Job ids are drawn first, in input order. Each key is inserted into
 -- readpast_unique_keys with ON CONFLICT DO NOTHING, in key order: the
@@ -24,9 +25,9 @@
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
-                $8::text[], $9::bigint[], $10::text[])
+                $8::text[], $9::bigint[], $10::text[], $11::text[], $12::text[])
         WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key,
-                             unique_key, unique_for, tags, ord)
+                             unique_key, unique_for, tags, traceparent, tracestate, ord)
 ),
 numbered AS (
     SELECT i.*, nextval('readpast_job_id_seq') AS id,
@@ -44,9 +45,9 @@ taken AS (
 ),
 inserted AS (
     INSERT INTO readpast_jobs (id, queue, kind, payload, priority, run_at, max_attempts, group_key,
-                               unique_key, unique_until, tags)
+                               unique_key, unique_until, tags, traceparent, tracestate)
     SELECT id, queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key,
-           unique_key, unique_until, string_to_array(tags, ' ')
+           unique_key, unique_until, string_to_array(tags, ' '), traceparent, tracestate
     FROM numbered
     WHERE unique_key IS NULL OR id IN (SELECT job_id FROM taken)
     ORDER BY ord

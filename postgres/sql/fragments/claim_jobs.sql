@@ -38,13 +38,14 @@ changes AS (
 claim_result returns the claimed jobs, the columns that differ from job to
 job only: what the claim set on every job alike (state running, the token
 $5, the worker $2, a lease of $4 microseconds from started_at) the caller
-knows already: six columns fewer than a Job row (sql/get.sql). With
+knows already: six columns fewer than a Job row (sql/get.sql); and the
+job's creation context (traceparent, tracestate), which get.sql lacks. With
 them, and a job allocated at a time, reading a claim's rows was 18% of
 the client's CPU in a 1000-worker drain; without, 9% (docs/benchmarks.md).
 */}}{{define "claim_result"}}
 SELECT id, queue, kind, payload, priority, attempt, max_attempts, run_at,
        group_key, created_at, started_at, errors, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, traceparent, tracestate
 FROM claimed
 WHERE readpast_stall('claim.end', id)
 ORDER BY priority, run_at, id{{end}}

@@ -12,7 +12,7 @@ code (:class:`NotFoundError`, :class:`StaleClaimError`, ...).
 """
 
 from ._version import __version__
-from .client import DEFAULT_TIMEOUT, Client
+from .client import DEFAULT_TIMEOUT, Client, trace_headers
 from .errors import (
     APIError,
     ConflictError,
@@ -55,6 +55,7 @@ __all__ = [
     "__version__",
     "DEFAULT_TIMEOUT",
     "Client",
+    "trace_headers",
     "Worker",
     "JobContext",
     "Handler",

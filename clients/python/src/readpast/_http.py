@@ -1,13 +1,15 @@
-"""The client's HTTP helpers: connections another thread can shut, path
+"""The client's HTTP helpers: a pool of keep-alive connections, path
 segments, and request bodies."""
 
 from __future__ import annotations
 
 import http.client
+import select
+import socket
 import ssl
+import threading
 import urllib.parse
-import urllib.request
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 # What a path segment may hold as it is, besides letters, digits and
 # "-._~": the API's keys keep ":" and "*" readable (customer:*).
@@ -15,40 +17,63 @@ _SEGMENT_SAFE = ":*"
 
 ConnHook = Callable[[http.client.HTTPConnection], None]
 
-
-class HookedHTTPHandler(urllib.request.HTTPHandler):
-    """An HTTP handler that hands each connection it opens to a hook, so
-    that another thread can shut it down (to end a long poll at once)."""
-
-    def __init__(self, hook: ConnHook) -> None:
-        super().__init__()
-        self._hook = hook
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        def connect(host: str, **kw: Any) -> http.client.HTTPConnection:
-            conn = http.client.HTTPConnection(host, **kw)
-            self._hook(conn)
-            return conn
-
-        return self.do_open(connect, req)  # type: ignore[arg-type]
+# The most idle connections a client keeps open for reuse.
+MAX_IDLE = 64
 
 
-class HookedHTTPSHandler(urllib.request.HTTPSHandler):
-    """The HTTPS form of HookedHTTPHandler."""
+class ConnectionPool:
+    """Keep-alive connections to one server, shared by threads: a request
+    takes an idle connection (or opens one) and gives it back once its
+    answer is read whole, unless the server said it would close it. A
+    connection the server closed while it sat idle is noticed before it
+    is used (it reads as ready: end of stream) and dropped, so a request
+    is never sent on it."""
 
-    def __init__(self, hook: ConnHook, context: Optional[ssl.SSLContext]) -> None:
-        super().__init__(context=context)
-        self._hook = hook
-        self._ctx = context
+    def __init__(self, scheme: str, netloc: str, ssl_context: Optional[ssl.SSLContext]) -> None:
+        self._scheme = scheme
+        self._netloc = netloc
+        self._ssl_context = ssl_context
+        self._lock = threading.Lock()
+        self._idle: List[http.client.HTTPConnection] = []
 
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        def connect(host: str, **kw: Any) -> http.client.HTTPConnection:
-            kw.setdefault("context", self._ctx)
-            conn = http.client.HTTPSConnection(host, **kw)
-            self._hook(conn)
-            return conn
+    def get(self, timeout: float) -> http.client.HTTPConnection:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                break
+            sock = conn.sock
+            if sock is not None and not _readable(sock):
+                sock.settimeout(timeout)
+                conn.timeout = timeout
+                return conn
+            conn.close()
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(self._netloc, timeout=timeout, context=self._ssl_context)
+        return http.client.HTTPConnection(self._netloc, timeout=timeout)
 
-        return self.do_open(connect, req)  # type: ignore[arg-type]
+    def put(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether an idle connection's socket has something to read: for an
+    idle HTTP/1.1 connection that is the server closing it."""
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(r)
 
 
 def segment(value: str, name: str) -> str:

@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
-import http.client
-import json
-import socket
-import ssl
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._http import (
-    ConnHook,
-    HookedHTTPHandler,
-    HookedHTTPSHandler,
-    job_id_of,
-    retry_after_of,
-    segment,
-    set_fields,
-)
-from ._version import __version__
+from ._http import ConnHook, job_id_of, segment, set_fields
+from ._transport import DEFAULT_TIMEOUT, Transport
 from .errors import APIError, TransportError, error_from_response
 from .models import (
     JSON,
@@ -40,14 +25,34 @@ from .models import (
     to_seconds,
 )
 
-__all__ = ["Client", "DEFAULT_TIMEOUT"]
+__all__ = ["Client", "DEFAULT_TIMEOUT", "trace_headers"]
 
-DEFAULT_TIMEOUT = 30.0
-"""Seconds each request may take, by default (a claim adds its wait)."""
 
-_NO_BODY = object()
+def trace_headers(traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> Dict[str, str]:
+    """The W3C Trace Context headers of an enqueue: ``traceparent`` and,
+    with it, ``tracestate``; empty when both are None. The server stores
+    them on the jobs (or, when it traces, makes its span a child of them
+    and stores that span's context) and refuses malformed ones
+    (:class:`InvalidInputError` naming the header). With
+    opentelemetry-python, ``opentelemetry.propagate.inject(carrier)`` fills
+    a dict with the current span's context: pass its values here."""
+    headers: Dict[str, str] = {}
+    if traceparent is None:
+        if tracestate is not None:
+            raise ValueError("tracestate needs a traceparent")
+        return headers
+    if not isinstance(traceparent, str) or not isinstance(tracestate, (str, type(None))):
+        raise TypeError("traceparent and tracestate must be strings")
+    headers["traceparent"] = traceparent
+    if tracestate:
+        headers["tracestate"] = tracestate
+    return headers
 
-class Client:
+
+# The HTTP status an item's error code has when sent alone.
+_ITEM_STATUS = {"stale_token": 409, "invalid_state": 409, "not_found": 404}
+
+class Client(Transport):
     """A client of one readpast server's HTTP API (``/v1``).
 
     ``url`` is the server's base URL (``http://127.0.0.1:8080``); ``token``
@@ -62,109 +67,9 @@ class Client:
     :class:`TransportError` when no answer came. Nothing is retried here;
     :class:`readpast.Worker` retries what is safe to.
 
-    The client holds no connection between calls and may be shared by
-    threads.
+    The client keeps connections open between calls for reuse (``close``
+    closes them) and may be shared by threads.
     """
-
-    def __init__(
-        self,
-        url: str,
-        token: Optional[str] = None,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        ssl_context: Optional[ssl.SSLContext] = None,
-        user_agent: Optional[str] = None,
-    ) -> None:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError("url must be an http:// or https:// URL, not %r" % (url,))
-        if parts.query or parts.fragment:
-            raise ValueError("url must not have a query or fragment: %r" % (url,))
-        if timeout <= 0:
-            raise ValueError("timeout must be positive")
-        self.url = url.rstrip("/")
-        self.timeout = float(timeout)
-        self._token = token or None
-        self._ssl_context = ssl_context
-        self._user_agent = user_agent or "readpast-python/%s" % __version__
-        self._opener = self._build_opener(None)
-
-    def __repr__(self) -> str:
-        return "Client(%r, token=%s)" % (self.url, "'…'" if self._token else None)
-
-    # ---- transport -------------------------------------------------------
-
-    def _build_opener(self, hook: Optional[ConnHook]) -> urllib.request.OpenerDirector:
-        if hook is None:
-            return urllib.request.build_opener(urllib.request.HTTPSHandler(context=self._ssl_context))
-        return urllib.request.build_opener(
-            HookedHTTPHandler(hook), HookedHTTPSHandler(hook, self._ssl_context)
-        )
-
-    def _request(
-        self,
-        method: str,
-        path: str,
-        body: Any = _NO_BODY,
-        *,
-        query: Optional[Mapping[str, Any]] = None,
-        headers: Optional[Mapping[str, str]] = None,
-        timeout: Optional[float] = None,
-        hook: Optional[ConnHook] = None,
-    ) -> Any:
-        """Sends one request and returns its decoded JSON answer (None for
-        204), or raises APIError or TransportError."""
-        url = self.url + path
-        if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        data = None
-        if body is not _NO_BODY:
-            try:
-                data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
-            except ValueError as e:  # NaN or infinity
-                raise ValueError("request body is not JSON: %s" % e) from None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header("Accept", "application/json")
-        req.add_header("User-Agent", self._user_agent)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self._token:
-            req.add_header("Authorization", "Bearer " + self._token)
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
-        opener = self._opener if hook is None else self._build_opener(hook)
-        try:
-            with opener.open(req, timeout=timeout or self.timeout) as resp:
-                status = resp.status
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            try:
-                raw = e.read()
-            except (OSError, http.client.HTTPException):
-                raw = b""
-            raise self._error(e.code, raw, e.headers.get("Retry-After") if e.headers else None) from None
-        except urllib.error.URLError as e:
-            raise TransportError("%s %s: %s" % (method, path, e.reason)) from e
-        except (OSError, http.client.HTTPException, socket.timeout) as e:
-            raise TransportError("%s %s: %s" % (method, path, e or type(e).__name__)) from e
-        if status == 204 or not raw:
-            return None
-        try:
-            return json.loads(raw.decode("utf-8"))
-        except ValueError as e:
-            raise TransportError("%s %s: the answer is not JSON: %s" % (method, path, e)) from e
-
-    @staticmethod
-    def _error(status: int, raw: bytes, retry_after: Optional[str]) -> APIError:
-        text = raw.decode("utf-8", "replace")
-        try:
-            err = json.loads(text)["error"]
-            code, message, field = err["code"], err.get("message", ""), err.get("field")
-            if not isinstance(code, str):
-                raise TypeError(code)
-        except (ValueError, KeyError, TypeError):
-            code, message, field = "http_error", text.strip()[:500] or http.client.responses.get(status, ""), None
-        return error_from_response(status, code, message, field, retry_after_of(retry_after))
 
     # ---- server ----------------------------------------------------------
 
@@ -210,6 +115,8 @@ class Client:
         unique_for: Optional[Union[float, _dt.timedelta]] = None,
         tags: Optional[Sequence[str]] = None,
         idempotency_key: Optional[str] = None,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
     ) -> Job:
         """``POST /v1/jobs``: enqueues one job and returns it.
 
@@ -218,6 +125,10 @@ class Client:
         request sent again within the server's idempotency period returns
         the job the first one made), an enqueue whose key is held creates
         nothing and returns the holder with ``duplicate`` True.
+
+        ``traceparent`` and ``tracestate`` (W3C Trace Context, sent as the
+        headers of those names) put the job in the caller's trace: see
+        :func:`trace_headers`.
         """
         spec = JobSpec(
             kind=kind,
@@ -231,22 +142,30 @@ class Client:
             unique_for=unique_for,
             tags=tags,
         )
-        headers = None
+        headers = trace_headers(traceparent, tracestate)
         if idempotency_key is not None:
-            headers = {"Idempotency-Key": idempotency_key}
+            headers["Idempotency-Key"] = idempotency_key
         return Job.from_json(self._request("POST", "/v1/jobs", spec.to_json(), headers=headers))
 
-    def enqueue_many(self, jobs: Iterable[Union[JobSpec, Mapping[str, Any]]]) -> List[Job]:
+    def enqueue_many(
+        self,
+        jobs: Iterable[Union[JobSpec, Mapping[str, Any]]],
+        *,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
+    ) -> List[Job]:
         """``POST /v1/jobs/batch``: enqueues jobs atomically (all or none) and
         returns them in order. Each is a :class:`JobSpec` or a mapping of
         the API's enqueue fields. An error names the entry
-        (``field="jobs[3].kind"``)."""
+        (``field="jobs[3].kind"``). ``traceparent`` and ``tracestate`` are
+        as for :meth:`enqueue`, for every job of the batch."""
         body: List[Dict[str, Any]] = []
         for j in jobs:
             body.append(j.to_json() if isinstance(j, JobSpec) else dict(j))
         if not body:
             raise ValueError("enqueue_many needs at least one job")
-        return [Job.from_json(j) for j in self._request("POST", "/v1/jobs/batch", {"jobs": body})["jobs"]]
+        headers = trace_headers(traceparent, tracestate)
+        return [Job.from_json(j) for j in self._request("POST", "/v1/jobs/batch", {"jobs": body}, headers=headers)["jobs"]]
 
     # ---- jobs ------------------------------------------------------------
 
@@ -414,6 +333,29 @@ class Client:
         current claim is :class:`StaleClaimError`, and changes nothing."""
         body = set_fields({"token": token}, result=result)
         return Job.from_json(self._request("POST", "/v1/jobs/%d/complete" % job_id_of(job_id), body))
+
+    def complete_many(self, completions: Iterable[Tuple[int, str, JSON]]) -> List[Optional[APIError]]:
+        """``POST /v1/jobs/complete``: completes many jobs in one request
+        (one transaction on the server). ``completions`` are ``(job_id,
+        token, result)`` triples. Returns one entry per completion, in
+        order: None when it is done, else the error it would have raised
+        alone (:class:`StaleClaimError`, :class:`NotFoundError`), with
+        nothing changed for that job. A malformed batch raises
+        :class:`InvalidInputError` naming the item, and completes nothing."""
+        items = [set_fields({"id": job_id_of(i), "token": t}, result=r) for i, t, r in completions]
+        if not items:
+            return []
+        d = self._request("POST", "/v1/jobs/complete", {"jobs": items})
+        out: List[Optional[APIError]] = []
+        for r in d["results"]:
+            if r.get("ok"):
+                out.append(None)
+                continue
+            err = r.get("error") or {}
+            code = str(err.get("code", "http_error"))
+            out.append(error_from_response(_ITEM_STATUS.get(code, 400), code, str(err.get("message", "")),
+                                           err.get("field")))
+        return out
 
     def fail(
         self,

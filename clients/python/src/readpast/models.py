@@ -129,6 +129,10 @@ class Job:
     job. ``payload``, ``result`` and ``errors`` are None, None and empty in
     a summary listing. ``duplicate`` is True only on an enqueue answer
     whose unique key was held: nothing was created, this is the holder.
+    ``traceparent`` and ``tracestate`` are the job's creation context (W3C
+    Trace Context), None for a job enqueued outside any trace: the enqueue
+    and claim answers carry them, and a worker's ``on_process`` hook makes
+    the attempt's span a child of them.
     """
 
     id: int
@@ -154,6 +158,8 @@ class Job:
     unique_until: Optional[_dt.datetime] = None
     duplicate: bool = False
     token: Optional[str] = None
+    traceparent: Optional[str] = None
+    tracestate: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -182,6 +188,8 @@ class Job:
             unique_until=_time(d, "unique_until"),
             duplicate=bool(d.get("duplicate", False)),
             token=d.get("token"),
+            traceparent=d.get("traceparent"),
+            tracestate=d.get("tracestate"),
             raw=dict(d),
         )
 

@@ -2,45 +2,35 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import queue
 import random
 import signal
 import socket
-import sys
 import threading
 import time
 import traceback
 from types import FrameType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ._completer import Completer
+from ._outcomes import _Outcome, _Outcomes, _Run
 from .client import Client
 from .errors import (
-    APIError,
-    ConflictError,
     ForbiddenError,
     InvalidInputError,
     NotFoundError,
     ReadpastError,
-    SnoozeLimitError,
-    TooLargeError,
     TooManyAttemptsError,
-    TransportError,
     UnauthorizedError,
 )
-from .handler import Cancel, Discard, Handler, JobContext, Snooze
+from .handler import Handler, JobContext
 from .models import Job
 
 __all__ = ["Worker"]
 
 log = logging.getLogger("readpast.worker")
-
-# The most of an error message and of a stack a failure sends: the server
-# keeps every attempt's error with the job, and refuses bodies over its
-# --max-body-bytes.
-MAX_MESSAGE = 8 * 1024
-MAX_STACK = 64 * 1024
 
 # How often the waiting threads look at the stop flag a signal sets.
 _POLL = 0.1
@@ -49,38 +39,21 @@ _POLL = 0.1
 # (wait_seconds=0).
 _IDLE_POLL = 1.0
 
-# The longest pause between two claims after failed ones.
-_CLAIM_BACKOFF_MAX = 5.0
+# How long a busy worker waits for more free slots before it claims
+# (see _claim_min).
+_GATHER = 0.005
+
+# The pauses between claims after failed ones double from the first to the
+# longest, each drawn from the upper half of its range: workers come back
+# within about a second of a server or database that was away, spread out.
+_CLAIM_BACKOFF_MIN = 0.05
+_CLAIM_BACKOFF_MAX = 0.8
 
 
-class _Outcome:
-    """What a handler did: returned value, or raised exc with its trace."""
-
-    def __init__(self, value: Any = None, exc: Optional[BaseException] = None, stack: str = "") -> None:
-        self.value = value
-        self.exc = exc
-        self.stack = stack
-
-
-class _Run:
-    """One claimed job in this worker: its handler thread and the state the
-    job's supervisor thread and the worker share."""
-
-    def __init__(self, job: Job, ctx: JobContext, lease_end: float) -> None:
-        self.job = job
-        self.ctx = ctx
-        self.lease_end = lease_end  # time.monotonic() when the lease ends
-        self.outcome: Optional[_Outcome] = None
-        self.done = threading.Event()  # the handler returned or raised
-        self.wake = threading.Event()  # something for the supervisor to look at
-        self.release = False  # the worker's shutdown takes the job back
-        self.thread: Optional[threading.Thread] = None
-
-
-class Worker:
+class Worker(_Outcomes):
     """Runs jobs of ``queues`` with ``handlers`` (a mapping of job kind to
-    :data:`Handler`), up to ``concurrency`` at once, each in a thread of
-    its own.
+    :data:`Handler`), up to ``concurrency`` at once, each in a thread
+    (threads are reused from job to job).
 
     The worker long-polls ``POST /v1/claim`` (``wait_seconds``) for as
     many jobs as it has free slots, holds each for ``lease_seconds`` and
@@ -101,6 +74,14 @@ class Worker:
     job's lease ends; past that the server rescues the job and it runs
     again. A claim token gone stale (the job was cancelled, or its lease
     expired) cancels the handler's context and drops its outcome.
+
+    ``on_process``, when given, is called with each claimed job before its
+    handler runs and returns a context manager that wraps the handler, in
+    the handler's thread: the place for a tracing span that continues the
+    job's trace (``job.traceparent``; see the README's "Tracing"). An
+    exception the handler raises (a raised :class:`Snooze`,
+    :class:`Cancel` or :class:`Discard` included) passes through it, and
+    one it raises itself fails the attempt as a handler's would.
 
     :meth:`run` blocks until :meth:`stop`, or SIGTERM or SIGINT when it
     runs in the main thread. Stopping, the worker claims no more, lets
@@ -123,6 +104,7 @@ class Worker:
         handler_timeout: Optional[float] = None,
         shutdown_timeout: float = 30.0,
         logger: Optional[logging.Logger] = None,
+        on_process: Optional[Callable[[Job], ContextManager[Any]]] = None,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one string")
@@ -140,6 +122,8 @@ class Worker:
             raise ValueError("handler_timeout must be positive")
         if shutdown_timeout < 0:
             raise ValueError("shutdown_timeout must not be negative")
+        if on_process is not None and not callable(on_process):
+            raise TypeError("on_process must be a callable taking a Job and returning a context manager")
         self.client = client
         self.queues: List[str] = list(queues)
         self.concurrency = concurrency
@@ -150,6 +134,7 @@ class Worker:
         self.handler_timeout = handler_timeout
         self.shutdown_timeout = float(shutdown_timeout)
         self.log = logger or log
+        self.on_process = on_process
         self._handlers: Dict[str, Handler] = {}
         self._timeouts: Dict[str, Optional[float]] = {}
         for kind, fn in (handlers or {}).items():
@@ -157,11 +142,19 @@ class Worker:
 
         self._cond = threading.Condition()
         self._runs: Dict[int, _Run] = {}  # by job id; guarded by _cond
-        self._supervisors: List[threading.Thread] = []  # guarded by _cond
+        self._idle = 0  # handler threads waiting for a job; guarded by _cond
+        self._threads = 0  # handler threads started; guarded by _cond
+        self._claim_min = max(1, concurrency // 4)  # slots a claim waits _GATHER for
+        self._work: "queue.SimpleQueue[Optional[_Run]]" = queue.SimpleQueue()
+        self._watch = threading.Condition(self._cond)  # wakes the watcher
+        self._watch_at = float("inf")  # when the watcher wakes next; guarded by _cond
+        self._watching = False  # guarded by _cond
         self._stopping = threading.Event()
         self._stop_deadline: Optional[float] = None  # guarded by _cond
         self._signals = 0  # set by the signal handler, read by run()
         self._conn: Any = None  # the claim's connection while it waits
+        # Completions that finish together go in one request.
+        self._completer = Completer(client)
         self._fatal: Optional[BaseException] = None
         self._running = False
         self.counts: Dict[str, int] = {
@@ -298,6 +291,15 @@ class Worker:
             with self._cond:
                 while len(self._runs) >= self.concurrency and not self._stopping.is_set():
                     self._cond.wait(_POLL * 5)
+                # Busy: wait a moment for a quarter of the slots, so that one
+                # claim takes several jobs instead of one claim per job.
+                until = time.monotonic() + _GATHER
+                while (self.concurrency - len(self._runs) < self._claim_min
+                       and not self._stopping.is_set()):
+                    left = until - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 free = self.concurrency - len(self._runs)
             if self._stopping.is_set():
                 break
@@ -314,10 +316,15 @@ class Worker:
             except ReadpastError as e:
                 if self._stopping.is_set():
                     break
-                backoff = min(max(backoff * 2, 0.1), _CLAIM_BACKOFF_MAX)
+                if self._signals:
+                    # The signal handler shut the long poll's socket: run()
+                    # stops the worker within _POLL.
+                    self._stopping.wait(_POLL)
+                    continue
+                backoff = min(max(backoff * 2, _CLAIM_BACKOFF_MIN), _CLAIM_BACKOFF_MAX)
                 pause = random.uniform(backoff / 2, backoff)
-                if isinstance(e, APIError) and e.retry_after:
-                    pause = max(pause, e.retry_after)
+                if isinstance(e, TooManyAttemptsError) and e.retry_after:
+                    pause = max(pause, e.retry_after)  # the server's throttle: wait as told
                 self.log.warning("worker %s: claim: %s; trying again in %.2fs", self.name, e, pause)
                 self._stopping.wait(pause)
                 continue
@@ -335,6 +342,20 @@ class Worker:
                 else:
                     self._start(job, lease_end)
 
+    def _release_running(self, run: _Run) -> None:
+        """Releases a job still running at the shutdown deadline: its
+        handler's context is cancelled and its outcome dropped."""
+        job = run.job
+        try:
+            run.ctx._cancel("the worker stopped and released the job")
+            self.log.warning("worker %s: job %d still running at the shutdown deadline; releasing it",
+                             self.name, job.id)
+            if self._call(job, "release", lambda: self.client.release(job.id, job.token or ""),
+                          run.lease_end) is not None:
+                self._count("released")
+        finally:
+            self._end(run)
+
     def _release_unstarted(self, job: Job, lease_end: float) -> None:
         self.log.info("worker %s: job %d claimed while stopping; releasing it", self.name, job.id)
         if self._call(job, "release", lambda: self.client.release(job.id, job.token or ""), lease_end) is not None:
@@ -342,200 +363,140 @@ class Worker:
 
     def _start(self, job: Job, lease_end: float) -> None:
         timeout = self._timeouts.get(job.kind) or self.handler_timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
         ctx = JobContext(job, self.name, deadline)
-        run = _Run(job, ctx, lease_end)
-        sup = threading.Thread(target=self._supervise, args=(run, timeout),
-                               name="readpast-job-%d" % job.id, daemon=True)
+        run = _Run(job, ctx, lease_end, timeout, now + self.heartbeat_interval)
         with self._cond:
             self._runs[job.id] = run
-            self._supervisors = [t for t in self._supervisors if t.is_alive()]
-            self._supervisors.append(sup)
-        sup.start()
+            first = min(run.next_beat, deadline if deadline is not None else run.next_beat)
+            if first < self._watch_at:
+                self._watch.notify()
+            if not self._watching:
+                self._watching = True
+                threading.Thread(target=self._watch_loop, name="readpast-watch", daemon=True).start()
+            if self._idle > 0:
+                self._idle -= 1
+                self._work.put(run)
+                return
+            self._threads += 1
+            name = "readpast-handler-%d" % self._threads
+        threading.Thread(target=self._handler_loop, args=(run,), name=name, daemon=True).start()
 
     # ---- one job ---------------------------------------------------------
 
-    def _supervise(self, run: _Run, timeout: Optional[float]) -> None:
-        """Runs one job: starts its handler, heartbeats until it ends, times
-        out, or is released, and records the outcome. Every call about the
-        job is made here, so that only one outcome is ever sent."""
+    def _handler_loop(self, run: Optional[_Run]) -> None:
+        """A handler thread: runs jobs one after the other until the worker
+        stops. It frees a job's slot and becomes idle in one step, so that
+        the job claimed into that slot reuses it."""
+        while run is not None:
+            owned = True
+            try:
+                owned = self._run(run)
+            except Exception:  # a bug here must not lose the slot
+                self.log.exception("worker %s: job %d", self.name, run.job.id)
+            with self._cond:
+                if owned and self._runs.get(run.job.id) is run:
+                    del self._runs[run.job.id]
+                self._idle += 1
+                self._cond.notify_all()
+            run = self._work.get()
+
+    def _run(self, run: _Run) -> bool:
+        """Runs one job's handler and records its outcome, unless the
+        watcher or the shutdown decided the job's fate meanwhile (a
+        timeout, a lost claim, a release): then the outcome is dropped.
+        Returns whether it recorded the outcome (and so frees the slot)."""
         job = run.job
+        run.thread_ident = threading.get_ident()
+        handler = self._handlers.get(job.kind)
+        if handler is None:
+            if not run.decide():
+                return False
+            self._fail(run, "no handler registered for kind %r" % job.kind, "")
+            return True
         try:
-            handler = self._handlers.get(job.kind)
-            if handler is None:
-                self._fail(run, "no handler registered for kind %r" % job.kind, "")
-                return
-            run.thread = threading.Thread(target=self._call_handler, args=(run, handler),
-                                          name="readpast-handler-%d" % job.id, daemon=True)
-            run.thread.start()
-            next_beat = time.monotonic() + self.heartbeat_interval
-            while True:
-                run.wake.clear()
-                if run.done.is_set():
-                    break
-                if run.release:
-                    run.ctx._cancel("the worker stopped and released the job")
-                    self.log.warning("worker %s: job %d still running at the shutdown deadline; releasing it",
-                                     self.name, job.id)
-                    if self._call(job, "release", lambda: self.client.release(job.id, job.token or ""),
-                                  run.lease_end) is not None:
-                        self._count("released")
+            if self.on_process is None:
+                value = handler(run.ctx)
+            else:
+                with self.on_process(job):
+                    value = handler(run.ctx)
+            out = _Outcome(value=value)
+        except BaseException as e:  # noqa: B902 - a handler's SystemExit fails its job too
+            out = _Outcome(exc=e, stack=traceback.format_exc())
+        if not run.decide():
+            return False
+        self._record(run, out)
+        return True
+
+    def _end(self, run: _Run) -> None:
+        """Frees the job's slot."""
+        with self._cond:
+            if self._runs.get(run.job.id) is run:
+                del self._runs[run.job.id]
+            self._cond.notify_all()
+
+    def _watch_loop(self) -> None:
+        """The watcher: heartbeats the jobs whose handlers still run, and
+        times out those past their deadline, each call in a thread of its
+        own, so that a job that ends before its first heartbeat costs no
+        thread here."""
+        while True:
+            due: List[Tuple[_Run, bool]] = []  # (run, timed out)
+            with self._cond:
+                if not self._watching:
                     return
                 now = time.monotonic()
-                if run.ctx.deadline is not None and now >= run.ctx.deadline:
-                    self._timed_out(run, timeout or 0.0)
-                    return
-                if now >= next_beat:
-                    if not self._beat(run):
-                        return
-                    next_beat = time.monotonic() + self.heartbeat_interval
+                nxt = now + _POLL * 10
+                for run in self._runs.values():
+                    if run.ctx.deadline is not None and now >= run.ctx.deadline:
+                        if not run.decided:
+                            due.append((run, True))
+                        continue
+                    if run.ctx.deadline is not None:
+                        nxt = min(nxt, run.ctx.deadline)
+                    if run.beating:
+                        continue
+                    if now >= run.next_beat:
+                        run.beating = True
+                        due.append((run, False))
+                    else:
+                        nxt = min(nxt, run.next_beat)
+                if not due:
+                    self._watch_at = nxt
+                    self._watch.wait(max(nxt - now, 0.0))
+                    self._watch_at = float("inf")
                     continue
-                wait = next_beat - now
-                if run.ctx.deadline is not None:
-                    wait = min(wait, run.ctx.deadline - now)
-                run.wake.wait(max(wait, 0.0))
-            self._record(run, run.outcome or _Outcome())
-        except Exception:  # a bug here must not lose the slot
-            self.log.exception("worker %s: job %d", self.name, job.id)
+            for run, timed_out in due:
+                if timed_out:
+                    if run.decide():
+                        threading.Thread(target=self._time_out, args=(run,), name="readpast-timeout",
+                                         daemon=True).start()
+                else:
+                    threading.Thread(target=self._heartbeat, args=(run,), name="readpast-heartbeat",
+                                     daemon=True).start()
+
+    def _heartbeat(self, run: _Run) -> None:
+        try:
+            if not run.decided and not self._beat(run) and run.decide():
+                self._end(run)  # the claim is gone: its outcome is dropped
         finally:
             with self._cond:
-                self._runs.pop(job.id, None)
-                self._cond.notify_all()
+                run.beating = False
+                run.next_beat = time.monotonic() + self.heartbeat_interval
 
-    def _call_handler(self, run: _Run, handler: Handler) -> None:
+    def _time_out(self, run: _Run) -> None:
         try:
-            run.outcome = _Outcome(value=handler(run.ctx))
-        except BaseException as e:  # noqa: B902 - a handler's SystemExit fails its job too
-            run.outcome = _Outcome(exc=e, stack=traceback.format_exc())
+            self._timed_out(run, run.timeout or 0.0)
         finally:
-            run.done.set()
-            run.wake.set()
-
-    def _beat(self, run: _Run) -> bool:
-        """Extends the lease; False when the claim is gone (the handler's
-        context is then cancelled and its outcome dropped)."""
-        job = run.job
-        started = time.monotonic()
-        try:
-            self.client.heartbeat(job.id, job.token or "", self.lease_seconds)
-            run.lease_end = started + self.lease_seconds
-            return True
-        except (ConflictError, NotFoundError) as e:
-            run.ctx._cancel("the job's claim was lost: %s" % e.code)
-            self._count("lost")
-            self.log.warning("worker %s: job %d: claim lost (%s); its outcome will be dropped",
-                             self.name, job.id, e.code)
-            return False
-        except ReadpastError as e:
-            self.log.warning("worker %s: job %d: heartbeat: %s", self.name, job.id, e)
-            return True
-
-    def _timed_out(self, run: _Run, timeout: float) -> None:
-        run.ctx._cancel("the handler timed out")
-        self._count("timed_out")
-        stack = ""
-        ident = run.thread.ident if run.thread is not None else None
-        frame = sys._current_frames().get(ident) if ident is not None else None
-        if frame is not None:
-            stack = "the handler was at:\n" + "".join(traceback.format_stack(frame))
-        self.log.warning("worker %s: job %d: handler timed out after %gs", self.name, run.job.id, timeout)
-        self._fail(run, "handler timed out after %gs" % timeout, stack)
-
-    def _record(self, run: _Run, out: _Outcome) -> None:
-        job = run.job
-        value: Any = out.exc if out.exc is not None else out.value
-        if isinstance(value, Snooze):
-            try:
-                if self._call(job, "snooze", lambda: self.client.snooze(job.id, job.token or "", value.seconds),
-                              run.lease_end, reraise=(SnoozeLimitError, InvalidInputError)) is not None:
-                    self._count("snoozed")
-            except (SnoozeLimitError, InvalidInputError) as e:
-                self._fail(run, "could not snooze: %s" % e.message, out.stack)
-            return
-        if isinstance(value, Cancel):
-            # Cancel takes no token: check first that the claim is still
-            # ours, which also keeps anyone else from taking the job.
-            if not self._beat(run):
-                return
-            if self._call(job, "cancel", lambda: self.client.cancel_job(job.id), run.lease_end) is not None:
-                self._count("cancelled")
-                self.log.info("worker %s: job %d cancelled by its handler: %s", self.name, job.id, value)
-            return
-        if isinstance(value, Discard):
-            self._fail(run, str(value), out.stack, discard=True)
-            return
-        if out.exc is not None:
-            e = out.exc
-            self._fail(run, "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__, out.stack)
-            return
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            self._fail(run, "the handler's result is not JSON: %s" % e, "")
-            return
-        try:
-            done = self._call(job, "complete", lambda: self.client.complete(job.id, job.token or "", value),
-                              run.lease_end, reraise=(InvalidInputError, TooLargeError))
-        except (InvalidInputError, TooLargeError) as e:
-            self._fail(run, "the server refused the handler's result: %s" % e.message, "")
-            return
-        if done is not None:
-            self._count("succeeded")
-
-    def _fail(self, run: _Run, message: str, stack: str, discard: bool = False) -> None:
-        job = run.job
-        message = message[:MAX_MESSAGE]
-        if len(stack) > MAX_STACK:
-            stack = stack[: MAX_STACK // 2] + "\n…\n" + stack[-MAX_STACK // 2:]
-        self.log.info("worker %s: job %d (%s) attempt %d failed%s: %s", self.name, job.id, job.kind,
-                      job.attempt, " for good" if discard else "", message)
-        if self._call(job, "fail", lambda: self.client.fail(job.id, job.token or "", message,
-                                                            stack=stack or None, discard=discard),
-                      run.lease_end) is not None:
-            self._count("discarded" if discard else "failed")
-
-    def _call(self, job: Job, what: str, fn: Callable[[], Any], lease_end: float,
-              reraise: Tuple[Type[BaseException], ...] = ()) -> Any:
-        """Calls fn, retrying what may pass (no connection, 429, 5xx) until
-        the lease ends. Returns its answer, or None when it was refused
-        (the claim is gone) or given up on; raises the errors in
-        reraise."""
-        deadline = max(lease_end, time.monotonic() + 1.0)
-        backoff = 0.1
-        while True:
-            try:
-                return fn()
-            except reraise:
-                raise
-            except (ConflictError, NotFoundError) as e:
-                self._count("lost")
-                self.log.warning("worker %s: job %d: %s refused (%s): the job is no longer ours",
-                                 self.name, job.id, what, e.code)
-                return None
-            except ReadpastError as e:
-                passing = isinstance(e, TransportError) or (
-                    isinstance(e, APIError) and (e.status >= 500 or isinstance(e, TooManyAttemptsError)))
-                pause = backoff
-                if isinstance(e, APIError) and e.retry_after:
-                    pause = max(pause, e.retry_after)
-                if not passing or time.monotonic() + pause > deadline:
-                    self.log.error("worker %s: job %d: %s: %s (given up: the lease will expire and the job "
-                                   "run again)", self.name, job.id, what, e)
-                    return None
-                self.log.warning("worker %s: job %d: %s: %s; trying again", self.name, job.id, what, e)
-                time.sleep(pause)
-                backoff = min(backoff * 2, 2.0)
-
-    def _count(self, what: str) -> None:
-        with self._cond:
-            self.counts[what] += 1
+            self._end(run)
 
     # ---- stopping --------------------------------------------------------
 
     def _shutdown(self, signalled_again: Callable[[], bool]) -> None:
         """Waits for the running jobs until the stop deadline (a second
         signal ends the wait), releases those still running, and waits
-        for their supervisors to record it."""
+        until every outcome and release is sent."""
         with self._cond:
             if self._runs:
                 self.log.info("worker %s: waiting for %d running job(s)", self.name, len(self._runs))
@@ -547,10 +508,17 @@ class Worker:
                 self._cond.wait(min(left, _POLL))
                 if signalled_again():
                     self._stop_deadline = time.monotonic()
-            for run in self._runs.values():
-                run.release = True
-                run.wake.set()
-            supervisors = list(self._supervisors)
-        for t in supervisors:
-            t.join()
+            still = [run for run in self._runs.values() if run.decide()]
+        releasers = [threading.Thread(target=self._release_running, args=(run,), name="readpast-release",
+                                      daemon=True) for run in still]
+        for t in releasers:
+            t.start()
+        with self._cond:
+            while self._runs:  # the outcomes being sent, and the releases
+                self._cond.wait(_POLL)
+            self._watching = False
+            self._watch.notify_all()
+            for _ in range(self._idle):
+                self._work.put(None)
+            self._idle = 0
         self.log.info("worker %s: stopped", self.name)

@@ -1,0 +1,94 @@
+"""Completions of many jobs sent together: :class:`Completer`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, List, Optional
+
+from .client import Client
+from .errors import ConflictError, MethodNotAllowedError, NotFoundError, ReadpastError
+
+# The most completions one request carries (the server's default batch
+# limit is 1000).
+MAX_BATCH = 500
+
+
+class _Item:
+    __slots__ = ("job_id", "token", "result", "done", "outcome")
+
+    def __init__(self, job_id: int, token: str, result: Any) -> None:
+        self.job_id = job_id
+        self.token = token
+        self.result = result
+        self.done = False
+        self.outcome: Optional[Any] = None
+
+
+FALLBACK = object()
+"""What :meth:`Completer.complete` returns when the batch could not be
+written as a whole: the caller completes its job alone (with its own
+retries and its own error)."""
+
+
+class Completer:
+    """Gathers the completions that the worker's jobs send at the same
+    time into one ``POST /v1/jobs/complete``: while one batch is being
+    written, the completions that arrive wait, and the next caller to
+    find no batch in flight sends all of them. No thread of its own: the
+    callers take turns sending.
+
+    :meth:`complete` blocks until its job's completion was written (or
+    refused), so that the worker holds the job's slot, and its lease, until
+    then, as it does for a completion sent alone.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._cond = threading.Condition()
+        self._queue: List[_Item] = []
+        self._sending = False
+        self._unsupported = False  # the server has no batch route
+
+    def complete(self, job_id: int, token: str, result: Any) -> Any:
+        """Returns None when the job was completed, the APIError that
+        refused it (a stale token, a job gone), or FALLBACK."""
+        if self._unsupported:
+            return FALLBACK
+        item = _Item(job_id, token, result)
+        with self._cond:
+            self._queue.append(item)
+        while True:
+            with self._cond:
+                while not item.done and self._sending:
+                    self._cond.wait()
+                if item.done:
+                    return item.outcome
+                self._sending = True
+                batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+            outcomes = self._send(batch)
+            with self._cond:
+                for it, out in zip(batch, outcomes):
+                    it.outcome, it.done = out, True
+                self._sending = False
+                self._cond.notify_all()
+
+    def _send(self, batch: List[_Item]) -> List[Any]:
+        try:
+            errs = self._client.complete_many([(it.job_id, it.token, it.result) for it in batch])
+        except (MethodNotAllowedError, NotFoundError):
+            self._unsupported = True  # an older server: complete one by one
+            return [FALLBACK] * len(batch)
+        except ReadpastError:
+            # No answer, a 5xx or 429, or a batch refused whole (a result
+            # too large): each job is completed alone, with its retries.
+            return [FALLBACK] * len(batch)
+        out: List[Any] = []
+        for e in errs:
+            if e is None or isinstance(e, (ConflictError, NotFoundError)):
+                out.append(e)
+            else:
+                out.append(FALLBACK)
+        return out
+
+
+__all__ = ["Completer", "FALLBACK"]

@@ -1,0 +1,142 @@
+// The client's transport: one HTTP request to the API, its timeout and
+// abort, and the answer as JSON or as the ApiError of its error code.
+
+import { NetworkError, RequestTimeoutError, errorFromResponse, type ApiError } from "./errors.js";
+import type { ErrorBody } from "./types.js";
+
+/** Where and how a client sends its requests. */
+export interface Transport {
+  /** The server's base URL, without a trailing slash. */
+  url: string;
+  timeoutMs: number;
+  token: string | undefined;
+  fetch: typeof globalThis.fetch;
+  headers: Record<string, string>;
+}
+
+/** A query string's parameters; undefined ones are left out. */
+export type Query = Record<string, string | number | boolean | undefined>;
+
+/** One request's parts besides its method and path. */
+export interface Call {
+  body?: unknown;
+  query?: Query | undefined;
+  headers?: Record<string, string> | undefined;
+  /** Aborts the request; it then rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+  /** Overrides the transport's timeoutMs. */
+  timeoutMs?: number | undefined;
+}
+
+/**
+ * Sends one request and resolves with the answer's JSON (undefined for
+ * none), or rejects: with the ApiError subclass of an error answer's code,
+ * with a NetworkError when no usable answer came (RequestTimeoutError past
+ * the timeout), or with the signal's reason when the caller aborted.
+ */
+export async function request<T>(tr: Transport, method: string, path: string, call: Call = {}): Promise<T> {
+  let url = tr.url + path;
+  if (call.query) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(call.query)) {
+      if (v !== undefined) q.set(k, String(v));
+    }
+    const s = q.toString();
+    if (s) url += "?" + s;
+  }
+  const headers: Record<string, string> = { Accept: "application/json", ...tr.headers, ...call.headers };
+  let body: string | undefined;
+  if (call.body !== undefined) {
+    body = toJSON(call.body);
+    headers["Content-Type"] = "application/json";
+  }
+  if (tr.token) headers["Authorization"] = "Bearer " + tr.token;
+
+  const outer = call.signal;
+  outer?.throwIfAborted();
+  const ctrl = new AbortController();
+  let timedOut = false;
+  const timeoutMs = call.timeoutMs ?? tr.timeoutMs;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ctrl.abort();
+  }, timeoutMs);
+  const onAbort = (): void => ctrl.abort(outer?.reason);
+  outer?.addEventListener("abort", onAbort, { once: true });
+  const failed = (e: unknown, what: string): unknown => {
+    if (outer?.aborted) return outer.reason;
+    if (timedOut) return new RequestTimeoutError(`${method} ${path}: no answer within ${timeoutMs} ms`, { cause: e });
+    return new NetworkError(`${method} ${path}: ${what}: ${describe(e)}`, { cause: e });
+  };
+  try {
+    let res: Response;
+    try {
+      // Called unbound: a browser's fetch refuses any `this` but the global one.
+      const f = tr.fetch;
+      res = await f(url, { method, headers, body: body ?? null, signal: ctrl.signal });
+    } catch (e) {
+      throw failed(e, "no answer");
+    }
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      throw failed(e, "reading the answer");
+    }
+    if (!res.ok) throw errorOf(res, text);
+    if (res.status === 204 || text === "") return undefined as T;
+    try {
+      return JSON.parse(text) as T;
+    } catch (e) {
+      throw new NetworkError(`${method} ${path}: the answer is not JSON: ${describe(e)}`, { cause: e });
+    }
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** JSON of a request body; NaN and infinities, which JSON.stringify would
+ * quietly send as null, are refused. */
+function toJSON(v: unknown): string {
+  return JSON.stringify(v, (k, x: unknown) => {
+    if (typeof x === "number" && !Number.isFinite(x)) {
+      throw new TypeError(`the request is not JSON: ${k || "a value"} is ${x}`);
+    }
+    return x;
+  });
+}
+
+function errorOf(res: Response, text: string): ApiError {
+  const ra = Number(res.headers.get("Retry-After"));
+  const retryAfter = res.headers.has("Retry-After") && Number.isFinite(ra) && ra >= 0 ? ra : undefined;
+  try {
+    const err = (JSON.parse(text) as Partial<ErrorBody>).error;
+    if (err && typeof err.code === "string") {
+      return errorFromResponse({
+        status: res.status,
+        code: err.code,
+        message: String(err.message ?? ""),
+        field: typeof err.field === "string" ? err.field : undefined,
+        retryAfter,
+      });
+    }
+  } catch {
+    // not the API's error shape: a proxy's page
+  }
+  return errorFromResponse({
+    status: res.status,
+    code: "http_error",
+    message: text.trim().slice(0, 500) || res.statusText,
+    retryAfter,
+  });
+}
+
+function describe(e: unknown): string {
+  if (e instanceof Error) {
+    const cause = (e as { cause?: unknown }).cause;
+    const c = cause instanceof Error ? `: ${cause.message}` : "";
+    return `${e.message}${c}`;
+  }
+  return String(e);
+}

@@ -1,0 +1,60 @@
+// How a Worker is made, and what it counts.
+
+import type { Handler } from "./handler.js";
+import type { OpenTelemetryApi } from "./tracing.js";
+
+/** Where the worker writes what happens; `console` will do. */
+export interface Logger {
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** How a Worker runs. */
+export interface WorkerOptions {
+  /** The queues to take jobs from; `["default"]` by default. */
+  queues?: string[];
+  /** The handler of each job kind. A job of a kind with none fails its attempt. */
+  handlers: Record<string, Handler>;
+  /** How many jobs run at once (default 1). */
+  concurrency?: number;
+  /** The worker's name, recorded on the jobs it runs. */
+  name?: string;
+  /** How long a claim holds a job without a heartbeat (default 30 s). */
+  leaseMs?: number;
+  /** How often a running job is heartbeated (default a third of leaseMs). */
+  heartbeatMs?: number;
+  /** How long a claim long-polls for jobs (default 20 s, at most 300 s; 0 polls every second). */
+  waitMs?: number;
+  /** A handler running longer fails its attempt and its signal is aborted. */
+  handlerTimeoutMs?: number;
+  /** How long a stop lets running jobs finish before releasing them (default 30 s). */
+  shutdownTimeoutMs?: number;
+  /** Stops the worker gracefully when it aborts. */
+  signal?: AbortSignal;
+  /** Where to log; by default warnings and errors go to the console. */
+  logger?: Logger;
+  /** The `@opentelemetry/api` module to trace with, or false for none. By
+   * default it is loaded if installed. */
+  opentelemetry?: OpenTelemetryApi | false;
+}
+
+/** What a worker did, by outcome. */
+export interface WorkerCounts {
+  claimed: number;
+  succeeded: number;
+  failed: number;
+  snoozed: number;
+  cancelled: number;
+  discarded: number;
+  released: number;
+  timedOut: number;
+  lost: number;
+}
+
+/** Warnings and errors to the console; nothing else. */
+export const defaultLogger: Logger = {
+  info: () => {},
+  warn: (m) => console.warn(m),
+  error: (m) => console.error(m),
+};

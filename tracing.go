@@ -1,0 +1,385 @@
+package readpast
+
+import (
+	"cmp"
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// InstrumentationName names readpast's tracer and meter.
+const InstrumentationName = "github.com/readpast/readpast"
+
+// MessagingSystem is readpast's value of the messaging.system attribute.
+const MessagingSystem = "readpast"
+
+// Limits of a job's creation context (EnqueueParams.Traceparent and
+// Tracestate), in bytes. A traceparent of today's version 00 is 55 bytes;
+// the W3C lets later versions append fields. 512 bytes is the tracestate
+// every W3C implementation must pass on.
+const (
+	MaxTraceparentLen = 256
+	MaxTracestateLen  = 512
+)
+
+// Attributes of readpast's own on its spans (docs/design/tracing.md).
+const (
+	attrJobKind      = attribute.Key("readpast.job.kind")
+	attrJobAttempt   = attribute.Key("readpast.job.attempt")
+	attrJobOutcome   = attribute.Key("readpast.job.outcome")
+	attrJobGroup     = attribute.Key("readpast.job.group")
+	attrJobDuplicate = attribute.Key("readpast.job.duplicate")
+	attrSnoozeDelay  = attribute.Key("readpast.job.snooze_delay_seconds")
+)
+
+// The outcomes of an attempt (readpast.job.outcome on its process span).
+const (
+	outcomeSucceeded = "succeeded" // handed to the completer
+	outcomeRetrying  = "retrying"  // failed, to run again at its retry time
+	outcomeFailed    = "failed"    // failed, its attempts used up
+	outcomeDiscarded = "discarded" // failed for good (Permanent), attempts left or not
+	outcomeSnoozed   = "snoozed"   // back to pending, the attempt not counted
+	outcomeReleased  = "released"  // given back unworked: the client stopped
+	outcomeLeaseLost = "lease_lost"
+)
+
+// Operation names (messaging.operation.name) and span name prefixes.
+const (
+	opSend    = "send"
+	opCreate  = "create"
+	opProcess = "process"
+)
+
+var systemAttr = semconv.MessagingSystemKey.String(MessagingSystem)
+
+// Tracing makes the spans and measurements of enqueues and attempts, as
+// the OpenTelemetry messaging semantic conventions (semconv v1.43.0) say:
+// a producer span per enqueue ("send <queue>"; per job "create <queue>"
+// spans in a batch) whose context each job keeps as its creation context
+// (Job.Traceparent, Tracestate), and a consumer span per attempt
+// ("process <queue>") that continues it. A nil *Tracing does nothing and
+// costs nothing. Config.TracerProvider and MeterProvider give a Client
+// its own; the HTTP API takes one too (httpapi.WithTracing).
+type Tracing struct {
+	tracer  trace.Tracer // nil: no spans
+	metered bool
+	sent    messagingconv.ClientSentMessages
+	process messagingconv.ProcessDuration
+}
+
+// NewTracing returns the Tracing of tp (spans) and mp (metrics:
+// messaging.client.sent.messages and messaging.process.duration), either
+// of which may be nil; nil for both.
+func NewTracing(tp trace.TracerProvider, mp metric.MeterProvider) (*Tracing, error) {
+	if tp == nil && mp == nil {
+		return nil, nil
+	}
+	t := &Tracing{}
+	if tp != nil {
+		t.tracer = tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
+	}
+	if mp != nil {
+		m := mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
+		var err error
+		if t.sent, err = messagingconv.NewClientSentMessages(m); err != nil {
+			return nil, err
+		}
+		if t.process, err = messagingconv.NewProcessDuration(m); err != nil {
+			return nil, err
+		}
+		t.metered = true
+	}
+	return t, nil
+}
+
+// InsertFunc inserts jobs, all or none, as Store.Enqueue does: a store's
+// Enqueue, or a closure over one of its transactional variants
+// (SQLTxStore.EnqueueSQLTx, postgres.Store.EnqueueTx).
+type InsertFunc func(ctx context.Context, jobs []EnqueueParams) ([]*Job, error)
+
+// Enqueue inserts jobs through insert inside a producer span, a child of
+// ctx's span. A single job gets a "send <queue>" span (kind producer)
+// whose context becomes the job's creation context. A batch gets a
+// "create <queue>" span (kind producer) per job, whose context becomes
+// that job's, and one "send" span (kind client, named after the queue
+// when all jobs share one) linked to them. A job that comes with a
+// creation context of its own (EnqueueParams.Traceparent) keeps it, gets
+// no create span, and the send span links to it. jobs is not modified.
+func (t *Tracing) Enqueue(ctx context.Context, jobs []EnqueueParams, insert InsertFunc) ([]*Job, error) {
+	if t == nil || len(jobs) == 0 {
+		return insert(ctx, jobs)
+	}
+	if t.tracer == nil {
+		out, err := insert(ctx, jobs)
+		t.countSent(ctx, jobs, err)
+		return out, err
+	}
+	jobs = append([]EnqueueParams(nil), jobs...)
+	name, queue := opSend, cmp.Or(jobs[0].Queue, DefaultQueue)
+	one := true
+	for _, p := range jobs[1:] {
+		if cmp.Or(p.Queue, DefaultQueue) != queue {
+			one = false
+			break
+		}
+	}
+	attrs := []attribute.KeyValue{systemAttr, semconv.MessagingOperationTypeSend, semconv.MessagingOperationName(opSend)}
+	if one {
+		name += " " + queue
+		attrs = append(attrs, semconv.MessagingDestinationName(queue))
+	}
+	var (
+		links   []trace.Link
+		creates []trace.Span
+		kind    = trace.SpanKindClient
+	)
+	if len(jobs) == 1 {
+		p := jobs[0]
+		attrs = append(attrs, attrJobKind.String(p.Kind))
+		if hasOwnContext(p) {
+			links = t.linkTo(links, p)
+		} else {
+			kind = trace.SpanKindProducer // its context is the creation context
+		}
+	} else {
+		attrs = append(attrs, semconv.MessagingBatchMessageCount(len(jobs)))
+		creates = make([]trace.Span, len(jobs))
+		for i := range jobs {
+			p := &jobs[i]
+			if hasOwnContext(*p) {
+				links = t.linkTo(links, *p)
+				continue
+			}
+			q := cmp.Or(p.Queue, DefaultQueue)
+			_, span := t.tracer.Start(ctx, opCreate+" "+q, trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeCreate, semconv.MessagingOperationName(opCreate),
+					semconv.MessagingDestinationName(q), attrJobKind.String(p.Kind)))
+			creates[i] = span
+			p.Traceparent, p.Tracestate = injectTraceContext(span.SpanContext())
+			links = append(links, trace.Link{SpanContext: span.SpanContext()})
+		}
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	defer span.End()
+	if kind == trace.SpanKindProducer {
+		jobs[0].Traceparent, jobs[0].Tracestate = injectTraceContext(span.SpanContext())
+	}
+	out, err := insert(ctx, jobs)
+	t.countSent(ctx, jobs, err)
+	if err != nil {
+		failSpan(span, err)
+	}
+	if len(jobs) == 1 && len(out) == 1 {
+		span.SetAttributes(semconv.MessagingMessageID(itoa(out[0].ID)))
+		if out[0].Duplicate {
+			span.SetAttributes(attrJobDuplicate.Bool(true))
+		}
+	}
+	for i, cs := range creates {
+		if cs == nil {
+			continue
+		}
+		if err != nil {
+			failSpan(cs, err)
+		} else if i < len(out) {
+			cs.SetAttributes(semconv.MessagingMessageID(itoa(out[i].ID)))
+			if out[i].Duplicate {
+				cs.SetAttributes(attrJobDuplicate.Bool(true))
+			}
+		}
+		cs.End()
+	}
+	return out, err
+}
+
+// hasOwnContext reports whether p comes with a creation context of the
+// caller's, which the enqueue keeps as it is (a malformed one is left for
+// the store to refuse).
+func hasOwnContext(p EnqueueParams) bool { return p.Traceparent != "" || p.Tracestate != "" }
+
+// linkTo adds to links one to p's own creation context, if valid.
+func (t *Tracing) linkTo(links []trace.Link, p EnqueueParams) []trace.Link {
+	if sc := t.extract(p.Traceparent, p.Tracestate); sc.IsValid() {
+		links = append(links, trace.Link{SpanContext: sc})
+	}
+	return links
+}
+
+// countSent adds the jobs of an enqueue to messaging.client.sent.messages.
+func (t *Tracing) countSent(ctx context.Context, jobs []EnqueueParams, err error) {
+	if !t.metered {
+		return
+	}
+	perQueue := map[string]int64{}
+	for _, p := range jobs {
+		perQueue[cmp.Or(p.Queue, DefaultQueue)]++
+	}
+	for q, n := range perQueue {
+		if err != nil {
+			t.sent.Add(ctx, n, opSend, MessagingSystem, t.sent.AttrDestinationName(q), semconv.ErrorType(err))
+		} else {
+			t.sent.Add(ctx, n, opSend, MessagingSystem, t.sent.AttrDestinationName(q))
+		}
+	}
+}
+
+// extract returns the span context of a traceparent and tracestate,
+// invalid when traceparent is empty or not one.
+func (t *Tracing) extract(traceparent, tracestate string) trace.SpanContext {
+	if traceparent == "" {
+		return trace.SpanContext{}
+	}
+	return extractTraceContext(traceparent, tracestate)
+}
+
+// extractTraceContext reads a traceparent and tracestate with the W3C
+// propagator.
+func extractTraceContext(traceparent, tracestate string) trace.SpanContext {
+	carrier := propagation.MapCarrier{"traceparent": traceparent}
+	if tracestate != "" {
+		carrier["tracestate"] = tracestate
+	}
+	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+}
+
+// injectTraceContext writes sc with the W3C propagator; empty for an
+// invalid sc.
+func injectTraceContext(sc trace.SpanContext) (traceparent, tracestate string) {
+	if !sc.IsValid() {
+		return "", ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
+	return carrier["traceparent"], carrier["tracestate"]
+}
+
+// ParseTraceContext checks a creation context given as W3C Trace Context
+// headers and returns it in its canonical form (as the propagator writes
+// it), or an error naming the field that is wrong: traceparent must be a
+// valid W3C traceparent, and tracestate, optional, a valid tracestate
+// with a traceparent.
+func ParseTraceContext(traceparent, tracestate string) (string, string, error) {
+	return normalizeTraceContext(traceparent, tracestate)
+}
+
+// normalizeTraceContext is ParseTraceContext, for EnqueueParams.Normalize.
+func normalizeTraceContext(traceparent, tracestate string) (string, string, error) {
+	switch {
+	case traceparent == "":
+		return "", "", invalid("tracestate", "needs a traceparent")
+	case len(traceparent) > MaxTraceparentLen:
+		return "", "", invalid("traceparent", "longer than %d bytes", MaxTraceparentLen)
+	case len(tracestate) > MaxTracestateLen:
+		return "", "", invalid("tracestate", "longer than %d bytes", MaxTracestateLen)
+	}
+	if tracestate != "" {
+		if _, err := trace.ParseTraceState(tracestate); err != nil {
+			return "", "", invalid("tracestate", "is not a W3C tracestate (key=value pairs separated by commas): %v", err)
+		}
+	}
+	sc := extractTraceContext(traceparent, tracestate)
+	if !sc.IsValid() {
+		return "", "", invalid("traceparent", "is not a W3C traceparent (version-trace_id-parent_id-flags: 2, 32, 16 and 2 lower-case hex digits, the IDs not all zero)")
+	}
+	tp, ts := injectTraceContext(sc)
+	return tp, ts, nil
+}
+
+// failSpan records err on span and marks it failed.
+func failSpan(span trace.Span, err error) {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+	span.SetAttributes(semconv.ErrorType(err))
+}
+
+// itoa is a job id in decimal.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// startProcess starts the process span of job's attempt (when t makes
+// spans) and notes when it began (for messaging.process.duration): a
+// child of the job's creation context, linked to it too, or a root span
+// for a job enqueued outside any trace. worker is the client's WorkerID.
+func (r *run) startProcess(t *Tracing, base context.Context, worker string) {
+	r.traced = &attemptTrace{began: time.Now()}
+	if t.tracer == nil {
+		return
+	}
+	job := r.job
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		systemAttr, semconv.MessagingOperationTypeProcess, semconv.MessagingOperationName(opProcess),
+		semconv.MessagingDestinationName(job.Queue), semconv.MessagingMessageID(itoa(job.ID)),
+		semconv.MessagingClientID(worker), attrJobAttempt.Int(job.Attempt), attrJobKind.String(job.Kind))}
+	if job.Group != nil {
+		opts = append(opts, trace.WithAttributes(attrJobGroup.String(*job.Group)))
+	}
+	ctx := base
+	if sc := t.extract(job.Traceparent, job.Tracestate); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(base, sc)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	_, r.traced.span = t.tracer.Start(ctx, opProcess+" "+job.Queue, opts...)
+}
+
+// attemptTrace is what an attempt's span and measurement record when it
+// ends (endProcess).
+type attemptTrace struct {
+	span    trace.Span // nil without a tracer
+	began   time.Time
+	outcome string
+	err     error
+	snooze  time.Duration
+}
+
+// setOutcome notes how the attempt ended, and its error if it failed.
+func (r *run) setOutcome(outcome string, err error) {
+	if r.traced != nil {
+		r.traced.outcome, r.traced.err = outcome, err
+	}
+}
+
+// endProcess ends the attempt's span with its outcome and records its
+// duration.
+func (r *run) endProcess(t *Tracing) {
+	a := r.traced
+	if a.span != nil {
+		a.span.SetAttributes(attrJobOutcome.String(a.outcome))
+		if a.outcome == outcomeSnoozed {
+			a.span.SetAttributes(attrSnoozeDelay.Float64(a.snooze.Seconds()))
+		}
+		if a.err != nil {
+			failSpan(a.span, a.err)
+		}
+		a.span.End()
+	}
+	if t.metered {
+		d := time.Since(a.began).Seconds()
+		if a.err != nil {
+			t.process.Record(context.Background(), d, opProcess, MessagingSystem, t.process.AttrDestinationName(r.job.Queue), semconv.ErrorType(a.err))
+		} else {
+			t.process.Record(context.Background(), d, opProcess, MessagingSystem, t.process.AttrDestinationName(r.job.Queue))
+		}
+	}
+}
+
+// attemptOutcome is the outcome of a failed attempt of job: discarded
+// (failed for good by the handler), failed (its last attempt) or
+// retrying.
+func attemptOutcome(job *Job, discard bool) string {
+	switch {
+	case discard:
+		return outcomeDiscarded
+	case job.Attempt >= job.MaxAttempts:
+		return outcomeFailed
+	}
+	return outcomeRetrying
+}
