@@ -9,6 +9,7 @@ export interface OpenTelemetryApi {
   trace: {
     getTracer(name: string, version?: string): OtelTracer;
     setSpan(context: unknown, span: OtelSpan): unknown;
+    getSpanContext(context: unknown): unknown;
   };
   context: {
     active(): unknown;
@@ -31,21 +32,39 @@ export interface OpenTelemetryApi {
 interface OtelTracer {
   startSpan(
     name: string,
-    options: { kind: number; attributes: Record<string, string | number> },
+    options: {
+      kind: number;
+      attributes: Record<string, string | number>;
+      links?: { context: unknown }[];
+    },
     context: unknown,
   ): OtelSpan;
 }
 
 interface OtelSpan {
+  setAttribute(key: string, value: string | number): unknown;
   recordException(exception: Error | string): void;
   setStatus(status: { code: number; message?: string }): void;
   end(): void;
 }
 
-/** One job's span: run the handler inside it, then end it once. */
+/** The outcome of an attempt, as readpast.job.outcome on its span
+ * (docs/design/tracing.md). */
+export type JobOutcome =
+  | "succeeded"
+  | "retrying"
+  | "failed"
+  | "discarded"
+  | "snoozed"
+  | "cancelled"
+  | "released"
+  | "lease_lost";
+
+/** One job's span: run the handler inside it, then end it once, with the
+ * attempt's outcome and, for a failure, its error. */
 export interface JobSpan {
   run<T>(fn: () => T): T;
-  end(error?: unknown): void;
+  end(outcome?: JobOutcome, error?: unknown): void;
 }
 
 const TRACER_NAME = "@readpast/client";
@@ -72,35 +91,40 @@ export async function loadOpenTelemetry(given?: OpenTelemetryApi | false): Promi
   }
 }
 
-/** Starts the consumer span `process <queue>` of a job, its parent the
- * job's traceparent (through the global propagator). */
-export function startJobSpan(api: OpenTelemetryApi, job: ClaimedJob, version: string): JobSpan {
+/** Starts the consumer span `process <queue>` of a job: its parent is the
+ * job's creation context (its traceparent, through the global
+ * propagator), which it also links to, as the messaging conventions ask
+ * of a span that processes one message. */
+export function startJobSpan(api: OpenTelemetryApi, job: ClaimedJob, version: string, clientId: string): JobSpan {
   const carrier: Record<string, string> = {};
   if (typeof job.traceparent === "string") carrier["traceparent"] = job.traceparent;
   if (typeof job.tracestate === "string") carrier["tracestate"] = job.tracestate;
   const parent = api.propagation.extract(api.context.active(), carrier, getter);
+  const created = carrier["traceparent"] !== undefined ? api.trace.getSpanContext(parent) : undefined;
+  const attributes: Record<string, string | number> = {
+    "messaging.system": "readpast",
+    "messaging.destination.name": job.queue,
+    "messaging.operation.type": "process",
+    "messaging.operation.name": "process",
+    "messaging.message.id": String(job.id),
+    "messaging.client.id": clientId,
+    "readpast.job.kind": job.kind,
+    "readpast.job.attempt": job.attempt,
+  };
+  if (typeof job.group === "string" && job.group !== "") attributes["readpast.job.group"] = job.group;
   const span = api.trace.getTracer(TRACER_NAME, version).startSpan(
     `process ${job.queue}`,
-    {
-      kind: api.SpanKind.CONSUMER,
-      attributes: {
-        "messaging.system": "readpast",
-        "messaging.destination.name": job.queue,
-        "messaging.operation.type": "process",
-        "messaging.message.id": String(job.id),
-        "readpast.job.kind": job.kind,
-        "readpast.job.attempt": job.attempt,
-      },
-    },
+    { kind: api.SpanKind.CONSUMER, attributes, ...(created !== undefined ? { links: [{ context: created }] } : {}) },
     parent,
   );
   const ctx = api.trace.setSpan(parent, span);
   let ended = false;
   return {
     run: <T>(fn: () => T): T => api.context.with(ctx, fn),
-    end(error?: unknown): void {
+    end(outcome?: JobOutcome, error?: unknown): void {
       if (ended) return;
       ended = true;
+      if (outcome !== undefined) span.setAttribute("readpast.job.outcome", outcome);
       if (error !== undefined) {
         span.recordException(error instanceof Error ? error : String(error));
         span.setStatus({

@@ -26,9 +26,14 @@ import {
   type JobContext,
 } from "./handler.js";
 import { defaultLogger, type Logger, type WorkerCounts, type WorkerOptions } from "./worker-options.js";
-import { loadOpenTelemetry, startJobSpan, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
+import { loadOpenTelemetry, startJobSpan, type JobOutcome, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
 import type { ClaimedJob } from "./types.js";
 import { VERSION } from "./version.js";
+
+/** The outcome of a failed attempt: retrying while attempts remain. */
+function failedOutcome(job: ClaimedJob): JobOutcome {
+  return job.attempt < job.max_attempts ? "retrying" : "failed";
+}
 
 export type { Logger, WorkerCounts, WorkerOptions } from "./worker-options.js";
 
@@ -295,7 +300,7 @@ export class Worker {
       }
       if (otel) {
         try {
-          span = startJobSpan(otel, job, VERSION);
+          span = startJobSpan(otel, job, VERSION, this.name);
         } catch (e) {
           this.#log.warn(`worker ${this.name}: job ${job.id}: tracing: ${describe(e)}`);
         }
@@ -355,13 +360,13 @@ export class Worker {
     switch (outcome.type) {
       case "lost":
         run.ctrl.abort(new JobLostError(outcome.reason));
-        span?.end(new JobLostError(outcome.reason));
+        span?.end("lease_lost");
         this.counts.lost++;
         this.#log.warn(`worker ${this.name}: job ${job.id}: ${outcome.reason}; its outcome is dropped`);
         return;
       case "release":
         run.ctrl.abort(new WorkerStoppedError());
-        span?.end();
+        span?.end("released", new WorkerStoppedError());
         this.#log.warn(`worker ${this.name}: job ${job.id} still running at the shutdown deadline; releasing it`);
         if (await this.#call(job, "release", () => this.client.release(job.id, job.token), run.leaseEnd)) {
           this.counts.released++;
@@ -370,7 +375,7 @@ export class Worker {
       case "timeout": {
         const err = new HandlerTimeoutError(outcome.ms);
         run.ctrl.abort(err);
-        span?.end(err);
+        span?.end(failedOutcome(job), err);
         this.counts.timedOut++;
         this.#log.warn(`worker ${this.name}: job ${job.id}: ${err.message}`);
         await this.#fail(run, err.message, "");
@@ -379,7 +384,7 @@ export class Worker {
     }
     const value = outcome.type === "threw" ? outcome.error : outcome.value;
     if (value instanceof Snooze) {
-      span?.end();
+      span?.end("snoozed");
       try {
         const ok = await this.#call(job, "snooze", () => this.client.snooze(job.id, job.token, value.seconds), run.leaseEnd, [
           SnoozeLimitError,
@@ -392,7 +397,7 @@ export class Worker {
       return;
     }
     if (value instanceof Cancel) {
-      span?.end();
+      span?.end("cancelled");
       // Cancel takes no token: check first that the claim is still ours.
       const lost = await this.#beat(run);
       if (lost !== undefined) {
@@ -406,16 +411,16 @@ export class Worker {
       return;
     }
     if (value instanceof Discard) {
-      span?.end(value);
+      span?.end("discarded", value);
       await this.#fail(run, value.message, stackOf(value), true);
       return;
     }
     if (outcome.type === "threw") {
-      span?.end(value);
+      span?.end(failedOutcome(job), value);
       await this.#fail(run, messageOf(value), stackOf(value));
       return;
     }
-    span?.end();
+    span?.end("succeeded");
     // Completed in a batch; the job holds its slot until it is written.
     const batched = await this.#completer.complete(job.id, job.token, value);
     if (batched === "done") {

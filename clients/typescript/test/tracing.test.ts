@@ -19,6 +19,7 @@ interface Recorded {
   kind: api.SpanKind | undefined;
   attributes: api.Attributes;
   parent: api.SpanContext | undefined;
+  links: api.Link[];
   context: api.SpanContext;
   status: api.SpanStatus | undefined;
   exceptions: unknown[];
@@ -35,6 +36,7 @@ const tracer = {
       kind: options.kind,
       attributes: { ...options.attributes },
       parent,
+      links: options.links ?? [],
       context: {
         traceId: parent?.traceId ?? randomBytes(16).toString("hex"),
         spanId: randomBytes(8).toString("hex"),
@@ -47,7 +49,10 @@ const tracer = {
     spans.push(rec);
     const span = {
       spanContext: () => rec.context,
-      setAttribute: () => span,
+      setAttribute: (key: string, value: api.AttributeValue) => {
+        rec.attributes[key] = value;
+        return span;
+      },
       setAttributes: () => span,
       addEvent: () => span,
       addLink: () => span,
@@ -184,10 +189,16 @@ describe("tracing", { concurrency: true }, () => {
       "messaging.system": "readpast",
       "messaging.destination.name": "traced",
       "messaging.operation.type": "process",
+      "messaging.operation.name": "process",
       "messaging.message.id": "4242",
+      "messaging.client.id": w.name,
       "readpast.job.kind": "traced",
       "readpast.job.attempt": 2,
+      "readpast.job.outcome": "succeeded",
     });
+    // The creation context is the parent and is linked too.
+    assert.equal(span.links.length, 1);
+    assert.equal(span.links[0]?.context.spanId, "b7ad6b7169203331");
     assert.equal(span.ended, true);
     assert.equal(span.status, undefined);
     assert.deepEqual(active, span.context, "the handler runs inside the span");
@@ -228,6 +239,9 @@ describe("tracing", { concurrency: true }, () => {
       assert.equal(okSpan.parent, undefined);
     }
     assert.equal(badSpan.parent, undefined);
+    assert.equal(badSpan.links.length, 0, "a job enqueued outside a trace: no link");
+    assert.equal(badSpan.attributes["readpast.job.outcome"], "failed");
+    assert.equal(okSpan.attributes["readpast.job.outcome"], "succeeded");
     assert.equal(badSpan.status?.code, api.SpanStatusCode.ERROR);
     assert.equal(badSpan.status?.message, "no good");
     assert.ok(badSpan.exceptions[0] instanceof TypeError);
