@@ -22,7 +22,9 @@ export interface Call {
   body?: unknown;
   query?: Query | undefined;
   headers?: Record<string, string> | undefined;
-  /** Aborts the request; it then rejects with the signal's reason. */
+  /** Aborts the request while no answer came; it then rejects with the
+   * signal's reason. Once the answer's headers are in, its body is read
+   * (within the timeout) whatever the signal does: the server has acted. */
   signal?: AbortSignal | undefined;
   /** Overrides the transport's timeoutMs. */
   timeoutMs?: number | undefined;
@@ -32,7 +34,10 @@ export interface Call {
  * Sends one request and resolves with the answer's JSON (undefined for
  * none), or rejects: with the ApiError subclass of an error answer's code,
  * with a NetworkError when no usable answer came (RequestTimeoutError past
- * the timeout), or with the signal's reason when the caller aborted.
+ * the timeout), or with the signal's reason when the caller aborted before
+ * the answer's headers came. After they came, an abort no longer counts:
+ * the server has done what was asked (a claim has claimed its jobs), and
+ * the answer is read, still within the timeout.
  */
 export async function request<T>(tr: Transport, method: string, path: string, call: Call = {}): Promise<T> {
   let url = tr.url + path;
@@ -61,10 +66,17 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     timedOut = true;
     ctrl.abort();
   }, timeoutMs);
-  const onAbort = (): void => ctrl.abort(outer?.reason);
+  // The caller's abort ends the wait for the answer's headers only.
+  let answered = false;
+  let aborted = false;
+  const onAbort = (): void => {
+    if (answered) return;
+    aborted = true;
+    ctrl.abort(outer?.reason);
+  };
   outer?.addEventListener("abort", onAbort, { once: true });
   const failed = (e: unknown, what: string): unknown => {
-    if (outer?.aborted) return outer.reason;
+    if (aborted) return outer?.reason;
     if (timedOut) return new RequestTimeoutError(`${method} ${path}: no answer within ${timeoutMs} ms`, { cause: e });
     return new NetworkError(`${method} ${path}: ${what}: ${describe(e)}`, { cause: e });
   };
@@ -73,10 +85,16 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     try {
       // Called unbound: a browser's fetch refuses any `this` but the global one.
       const f = tr.fetch;
-      res = await f(url, { method, headers, body: body ?? null, signal: ctrl.signal });
+      // `answered` is set by the first reaction to the headers, before an
+      // abort can run between their arrival and this function going on.
+      res = await f(url, { method, headers, body: body ?? null, signal: ctrl.signal }).then((r) => {
+        answered = !aborted;
+        return r;
+      });
     } catch (e) {
       throw failed(e, "no answer");
     }
+    outer?.removeEventListener("abort", onAbort);
     let text: string;
     try {
       text = await res.text();

@@ -22,7 +22,8 @@ export interface WorkerOptions {
   name?: string;
   /** How long a claim holds a job without a heartbeat (default 30 s). */
   leaseMs?: number;
-  /** How often a running job is heartbeated (default a third of leaseMs). */
+  /** How often a running job is heartbeated (default a third of leaseMs);
+   * each heartbeat waits at most this long for its answer. */
   heartbeatMs?: number;
   /** How long a claim long-polls for jobs (default 20 s, at most 300 s; 0 polls every second). */
   waitMs?: number;

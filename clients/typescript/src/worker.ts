@@ -26,6 +26,7 @@ import {
   type JobContext,
 } from "./handler.js";
 import { defaultLogger, type Logger, type WorkerCounts, type WorkerOptions } from "./worker-options.js";
+import { startHeartbeats, type Beat } from "./heartbeats.js";
 import { loadOpenTelemetry, startJobSpan, type JobOutcome, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
 import type { ClaimedJob } from "./types.js";
 import { VERSION } from "./version.js";
@@ -65,10 +66,11 @@ interface Run {
  * as an async task.
  *
  * It long-polls claims for as many jobs as it has free slots, heartbeats
- * each running job every third of its lease, and records the outcome: a
- * handler's value completes the job with it as the result; a Snooze,
- * Cancel or Discard (returned or thrown) snoozes, cancels or fails it for
- * good; any other error fails the attempt with its stack, and the server
+ * each running job every third of its lease (each heartbeat waits at most
+ * that long for its answer; one that got none is sent again at once), and
+ * records the outcome: a handler's value completes the job with it as the
+ * result; a Snooze, Cancel or Discard (returned or thrown) snoozes,
+ * cancels or fails it for good; any other error fails the attempt with its stack, and the server
  * retries it with backoff. Past `handlerTimeoutMs` the job's signal is
  * aborted and the attempt fails. A claim that is lost (the job was
  * cancelled, or its lease expired) aborts the signal and drops the
@@ -78,7 +80,9 @@ interface Run {
  * `run()` resolves once the worker stopped: when `signal` aborts or
  * `stop()` is called, it claims no more, lets running jobs finish for up
  * to `shutdownTimeoutMs`, then releases those still running: they are
- * pending again at once, the attempt not counted.
+ * pending again at once, the attempt not counted. Jobs whose claim was
+ * answered while it stopped are released too, unrun. A `stop()` before
+ * `run()` makes it return at once.
  */
 export class Worker {
   readonly client: Client;
@@ -106,10 +110,13 @@ export class Worker {
   readonly #log: Logger;
   readonly #otel: OpenTelemetryApi | false | undefined;
   readonly #signal: AbortSignal | undefined;
-  readonly #runs = new Map<number, Run>();
+  // One entry per claim, not per job id: a job claimed again while its old
+  // run still sends its outcome takes a second slot.
+  readonly #runs = new Set<Run>();
   readonly #tasks = new Set<Promise<void>>();
   #stop = new AbortController(); // aborted by stop()
   #stopDeadline: number | undefined;
+  #ran = false; // a run() ended: the next one starts unstopped
   #wakers: Array<() => void> = [];
   #running = false;
   #fatal: unknown;
@@ -167,15 +174,17 @@ export class Worker {
 
   /** The ids of the jobs the worker holds now. */
   runningJobs(): number[] {
-    return [...this.#runs.keys()].sort((a, b) => a - b);
+    return [...new Set([...this.#runs].map((r) => r.job.id))].sort((a, b) => a - b);
   }
 
   /**
    * Asks the worker to stop: no more claims; running jobs get `timeoutMs`
    * (default `shutdownTimeoutMs`) to finish before they are released.
-   * Returns at once; calling it again can only shorten the wait.
+   * Returns at once; calling it again can only shorten the wait. Made
+   * before `run()`, it makes that run return at once.
    */
   stop(options: { timeoutMs?: number } = {}): void {
+    if (!this.#running && this.#ran) this.#reset();
     const deadline = Date.now() + Math.max(0, options.timeoutMs ?? this.shutdownTimeoutMs);
     if (this.#stopDeadline === undefined || deadline < this.#stopDeadline) this.#stopDeadline = deadline;
     this.#stop.abort();
@@ -188,8 +197,7 @@ export class Worker {
   async run(): Promise<void> {
     if (this.#running) throw new Error("this worker is running already");
     this.#running = true;
-    this.#stop = new AbortController();
-    this.#stopDeadline = undefined;
+    if (this.#ran) this.#reset();
     this.#fatal = undefined;
     const onAbort = (): void => {
       this.#log.info(`worker ${this.name}: stop signal received; stopping`);
@@ -205,8 +213,16 @@ export class Worker {
     } finally {
       this.#signal?.removeEventListener("abort", onAbort);
       this.#running = false;
+      this.#ran = true;
     }
     if (this.#fatal !== undefined) throw this.#fatal;
+  }
+
+  /** Makes the worker unstopped again, for another run. */
+  #reset(): void {
+    this.#stop = new AbortController();
+    this.#stopDeadline = undefined;
+    this.#ran = false;
   }
 
   // ---- claiming --------------------------------------------------------
@@ -288,9 +304,9 @@ export class Worker {
       };
     });
     const run: Run = { job, ctrl, leaseEnd, decide };
-    this.#runs.set(job.id, run);
+    this.#runs.add(run);
     let span: JobSpan | undefined;
-    let beat: ReturnType<typeof setTimeout> | undefined;
+    let stopBeats = (): void => {};
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       const handler = this.#handlers.get(job.kind);
@@ -315,43 +331,44 @@ export class Worker {
         );
       const timeoutMs = this.handlerTimeoutMs;
       if (timeoutMs !== undefined) timer = setTimeout(() => decide({ type: "timeout", ms: timeoutMs }), timeoutMs);
-      let over = false; // the outcome is decided: no more heartbeats
-      const heartbeat = async (): Promise<void> => {
-        const lost = await this.#beat(run);
-        if (over) return;
-        if (lost !== undefined) decide({ type: "lost", reason: lost });
-        else beat = setTimeout(() => void heartbeat(), this.heartbeatMs);
-      };
-      beat = setTimeout(() => void heartbeat(), this.heartbeatMs);
+      stopBeats = startHeartbeats({
+        intervalMs: this.heartbeatMs,
+        beat: (ms) => this.#beat(run, Math.min(ms, this.client.timeoutMs)),
+        leaseEnd: () => run.leaseEnd,
+        lost: (reason) => decide({ type: "lost", reason }),
+      });
       const outcome = await decided;
-      over = true;
-      clearTimeout(beat);
+      stopBeats();
       clearTimeout(timer);
-      beat = timer = undefined;
+      timer = undefined;
       await this.#record(run, outcome, span);
     } catch (e) {
       // A bug here must not lose the slot.
       this.#log.error(`worker ${this.name}: job ${job.id}: ${describe(e)}`);
     } finally {
-      clearTimeout(beat);
+      stopBeats();
       clearTimeout(timer);
       span?.end();
-      this.#runs.delete(job.id);
+      this.#runs.delete(run);
       this.#wake();
     }
   }
 
-  /** Extends the lease; resolves with why the claim is lost, or undefined. */
-  async #beat(run: Run): Promise<string | undefined> {
+  /** Extends the lease, waiting at most timeoutMs (by default the
+   * client's) for the answer. */
+  async #beat(run: Run, timeoutMs?: number): Promise<Beat> {
     const started = Date.now();
     try {
-      await this.client.heartbeat(run.job.id, run.job.token, this.leaseMs / 1000);
-      run.leaseEnd = started + this.leaseMs;
-      return undefined;
+      await this.client.heartbeat(run.job.id, run.job.token, this.leaseMs / 1000, { timeoutMs });
+      run.leaseEnd = Math.max(run.leaseEnd, started + this.leaseMs);
+      return { type: "ok" };
     } catch (e) {
-      if (e instanceof ConflictError || e instanceof NotFoundError) return `the job's claim was lost: ${e.code}`;
+      if (e instanceof ConflictError || e instanceof NotFoundError) {
+        return { type: "lost", reason: `the job's claim was lost: ${e.code}` };
+      }
       this.#log.warn(`worker ${this.name}: job ${run.job.id}: heartbeat: ${describe(e)}`);
-      return undefined;
+      const retryAfterMs = e instanceof ApiError && e.retryAfter ? e.retryAfter * 1000 : 0;
+      return { type: "failed", retryAfterMs };
     }
   }
 
@@ -399,8 +416,7 @@ export class Worker {
     if (value instanceof Cancel) {
       span?.end("cancelled");
       // Cancel takes no token: check first that the claim is still ours.
-      const lost = await this.#beat(run);
-      if (lost !== undefined) {
+      if ((await this.#beat(run)).type === "lost") {
         this.counts.lost++;
         return;
       }

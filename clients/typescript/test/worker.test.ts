@@ -67,7 +67,7 @@ describe("worker", { concurrency: true }, () => {
     let release!: () => void;
     const three = new Promise<void>((r) => (release = r));
     const jobs = await c.enqueueMany([0, 1, 2, 3, 4, 5].map((i) => ({ kind: "together", queue, payload: { i }, max_attempts: 1 })));
-    const { worker } = start(t, queue, {
+    const { worker, ctrl, done: stopped } = start(t, queue, {
       together: async (job) => {
         running++;
         most = Math.max(most, running);
@@ -84,6 +84,9 @@ describe("worker", { concurrency: true }, () => {
       [0, 1, 2, 3, 4, 5].map((i) => ["succeeded", { i, attempt: 1 }]),
     );
     assert.equal(most, 3);
+    // A job can read as finished before its worker counted it: stop first.
+    ctrl.abort();
+    await stopped;
     assert.equal(worker.counts.succeeded, 6);
     assert.equal(worker.counts.claimed, 6);
   });
@@ -93,7 +96,7 @@ describe("worker", { concurrency: true }, () => {
     const flaky = await c.enqueue({ kind: "flaky", queue, max_attempts: 1 });
     const rejected = await c.enqueue({ kind: "rejects", queue, max_attempts: 1 });
     const unknown = await c.enqueue({ kind: "nobody-handles-this", queue, max_attempts: 1 });
-    const { worker } = start(t, queue, {
+    const { worker, ctrl, done: stopped } = start(t, queue, {
       flaky: () => {
         throw new RangeError("boom on attempt 1");
       },
@@ -112,6 +115,8 @@ describe("worker", { concurrency: true }, () => {
     const u = await finished(c, unknown.id);
     assert.equal(u.state, "failed");
     assert.equal(u.errors[0]?.message, 'no handler registered for kind "nobody-handles-this"');
+    ctrl.abort();
+    await stopped;
     assert.equal(worker.counts.failed, 3);
   });
 
@@ -189,7 +194,7 @@ describe("worker", { concurrency: true }, () => {
     const queue = unique("w");
     const job = await c.enqueue({ kind: "stuck", queue, max_attempts: 1 });
     let reason: unknown;
-    const { worker } = start(t, queue, {
+    const { worker, ctrl, done: stopped } = start(t, queue, {
       stuck: (_job, { signal }) =>
         new Promise((_resolve, reject) =>
           signal.addEventListener("abort", () => {
@@ -202,6 +207,8 @@ describe("worker", { concurrency: true }, () => {
     assert.equal(done.state, "failed");
     assert.equal(done.errors[0]?.message, "handler timed out after 300 ms");
     assert.ok(reason instanceof HandlerTimeoutError);
+    ctrl.abort();
+    await stopped;
     assert.equal(worker.counts.timedOut, 1);
   });
 
@@ -304,6 +311,10 @@ describe("worker", { concurrency: true }, () => {
     );
     assert.equal(paths.filter((p) => p === "/v1/jobs/complete").length, 1, "asked once, then never again");
     assert.equal(paths.filter((p) => /^\/v1\/jobs\/\d+\/complete$/.test(p)).length, 4);
+    // A job can read as finished before its worker has counted it: stop
+    // first (the worker waits for its outcomes), then count.
+    ctrl.abort();
+    await done;
     assert.equal(worker.counts.succeeded, 4);
   });
 

@@ -6,7 +6,7 @@ import threading
 from typing import Any, List, Optional
 
 from .client import Client
-from .errors import ConflictError, MethodNotAllowedError, NotFoundError, ReadpastError
+from .errors import ConflictError, MethodNotAllowedError, NotFoundError
 
 # The most completions one request carries (the server's default batch
 # limit is 1000).
@@ -78,9 +78,12 @@ class Completer:
         except (MethodNotAllowedError, NotFoundError):
             self._unsupported = True  # an older server: complete one by one
             return [FALLBACK] * len(batch)
-        except ReadpastError:
-            # No answer, a 5xx or 429, or a batch refused whole (a result
-            # too large): each job is completed alone, with its retries.
+        except Exception:  # noqa: BLE001 - whatever went wrong, each job is sent alone
+            # No answer, a 5xx or 429, a batch refused whole (a result too
+            # large), or an answer not as documented: each job is completed
+            # alone, with its retries and its own error.
+            return [FALLBACK] * len(batch)
+        if len(errs) != len(batch):
             return [FALLBACK] * len(batch)
         out: List[Any] = []
         for e in errs:

@@ -15,7 +15,9 @@ from typing import Any, Callable, Dict, List, Optional
 # "-._~": the API's keys keep ":" and "*" readable (customer:*).
 _SEGMENT_SAFE = ":*"
 
-ConnHook = Callable[[http.client.HTTPConnection], None]
+# Called with a request's connection before it is sent, and with None once
+# its answer has begun (or it failed).
+ConnHook = Callable[[Optional[http.client.HTTPConnection]], None]
 
 # The most idle connections a client keeps open for reuse.
 MAX_IDLE = 64

@@ -84,6 +84,7 @@ class _Outcomes:
     name: str
     log: logging.Logger
     lease_seconds: float
+    heartbeat_interval: float
     counts: Dict[str, int]
     _cond: threading.Condition
     _completer: Completer
@@ -93,8 +94,11 @@ class _Outcomes:
         context is then cancelled and its outcome dropped)."""
         job = run.job
         started = time.monotonic()
+        # Within about an interval: a heartbeat with no answer must not
+        # hold up the next one until the lease is gone.
+        wait = max(1.0, min(self.heartbeat_interval, run.lease_end - started))
         try:
-            self.client.heartbeat(job.id, job.token or "", self.lease_seconds)
+            self.client.heartbeat(job.id, job.token or "", self.lease_seconds, timeout=wait)
             run.lease_end = started + self.lease_seconds
             return True
         except (ConflictError, NotFoundError) as e:

@@ -19,6 +19,9 @@ DEFAULT_TIMEOUT = 30.0
 
 _NO_BODY = object()
 
+CONNECT_TIMEOUT = 5.0
+"""Seconds a new connection may take to open."""
+
 _T = TypeVar("_T", bound="Transport")
 
 
@@ -93,17 +96,33 @@ class Transport:
         if self._token:
             hdrs["Authorization"] = "Bearer " + self._token
         hdrs.update(headers or {})
-        conn = self._pool.get(timeout or self.timeout)
+        wait = timeout or self.timeout
+        conn = self._pool.get(wait)
         if hook is not None:
             hook(conn)
         try:
+            if conn.sock is None:
+                # A connection that cannot be made fails within
+                # CONNECT_TIMEOUT, however long the request may take.
+                conn.timeout = min(wait, CONNECT_TIMEOUT)
+                conn.connect()
+                conn.timeout = wait
+                if conn.sock is not None:
+                    conn.sock.settimeout(wait)
             conn.request(method, target, body=data, headers=hdrs)
             resp = conn.getresponse()
+            if hook is not None:
+                # The answer has begun: shutting the connection now would
+                # lose it (a claim's jobs), so the hook lets go of it.
+                hook(None)
+                hook = None
             status = resp.status
             raw = resp.read()
             retry_after = resp.getheader("Retry-After")
             reuse = not resp.will_close
         except (OSError, http.client.HTTPException, socket.timeout) as e:
+            if hook is not None:
+                hook(None)
             conn.close()
             raise TransportError("%s %s: %s" % (method, path, e or type(e).__name__)) from e
         if reuse:

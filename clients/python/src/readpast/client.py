@@ -317,12 +317,17 @@ class Client(Transport):
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook)
         return [Job.from_json(j) for j in d["jobs"]]
 
-    def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None) -> _dt.datetime:
+    def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,
+                  timeout: Optional[float] = None) -> _dt.datetime:
         """``POST /v1/jobs/{id}/heartbeat``: extends the lease to now +
         ``lease_seconds`` (server default 60) and returns its new end.
-        :class:`StaleClaimError` means the job is no longer yours."""
+        :class:`StaleClaimError` means the job is no longer yours.
+        ``timeout`` bounds this request instead of the client's."""
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive")
         d = self._request(
-            "POST", "/v1/jobs/%d/heartbeat" % job_id_of(job_id), set_fields({"token": token}, lease_seconds=lease_seconds)
+            "POST", "/v1/jobs/%d/heartbeat" % job_id_of(job_id), set_fields({"token": token}, lease_seconds=lease_seconds),
+            timeout=timeout,
         )
         return parse_time(d["lease_expires_at"])
 

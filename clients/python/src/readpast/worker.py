@@ -39,6 +39,9 @@ _POLL = 0.1
 # (wait_seconds=0).
 _IDLE_POLL = 1.0
 
+# How soon a heartbeat that got no answer is tried again.
+_BEAT_RETRY = 0.5
+
 # How long a busy worker waits for more free slots before it claims
 # (see _claim_min).
 _GATHER = 0.005
@@ -152,7 +155,8 @@ class Worker(_Outcomes):
         self._stopping = threading.Event()
         self._stop_deadline: Optional[float] = None  # guarded by _cond
         self._signals = 0  # set by the signal handler, read by run()
-        self._conn: Any = None  # the claim's connection while it waits
+        self._conn: Any = None  # the claim's connection while it waits; guarded by _conn_lock
+        self._conn_lock = threading.Lock()
         # Completions that finish together go in one request.
         self._completer = Completer(client)
         self._fatal: Optional[BaseException] = None
@@ -259,21 +263,30 @@ class Worker(_Outcomes):
         # thread may hold. run() sees it within _POLL, and the claim's
         # socket is shut so that its long poll ends.
         self._signals += 1
-        self._abort_claim()
+        self._abort_claim(blocking=False)
 
-    def _abort_claim(self) -> None:
+    def _abort_claim(self, blocking: bool = True) -> None:
         """Ends the claim's long poll by shutting its socket: the server
-        claims nothing for a client that went away while waiting."""
-        conn = self._conn
-        sock = getattr(conn, "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        claims nothing for a client that went away while waiting. Only
+        while the claim waits for its answer: once the answer has begun the
+        transport lets go of the connection (it may be reused meanwhile, and
+        the answer holds claimed jobs). The signal handler passes
+        blocking=False: it must not wait for a lock its own thread holds."""
+        if not self._conn_lock.acquire(blocking):
+            return  # run() stops the worker, and aborts, within _POLL
+        try:
+            sock = getattr(self._conn, "sock", None)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        finally:
+            self._conn_lock.release()
 
     def _set_conn(self, conn: Any) -> None:
-        self._conn = conn
+        with self._conn_lock:
+            self._conn = conn
 
     # ---- claiming --------------------------------------------------------
 
@@ -329,7 +342,7 @@ class Worker(_Outcomes):
                 self._stopping.wait(pause)
                 continue
             finally:
-                self._conn = None
+                self._set_conn(None)
             if not jobs and self.wait_seconds == 0:
                 self._stopping.wait(_IDLE_POLL)  # no long poll: do not spin
             lease_end = started + self.lease_seconds
@@ -415,6 +428,8 @@ class Worker(_Outcomes):
                 return False
             self._fail(run, "no handler registered for kind %r" % job.kind, "")
             return True
+        if run.decided:
+            return False  # released at the shutdown deadline before it began
         try:
             if self.on_process is None:
                 value = handler(run.ctx)
@@ -477,13 +492,19 @@ class Worker(_Outcomes):
                                      daemon=True).start()
 
     def _heartbeat(self, run: _Run) -> None:
+        started = time.monotonic()
+        renewed = run.lease_end
         try:
             if not run.decided and not self._beat(run) and run.decide():
                 self._end(run)  # the claim is gone: its outcome is dropped
         finally:
             with self._cond:
                 run.beating = False
-                run.next_beat = time.monotonic() + self.heartbeat_interval
+                if run.lease_end != renewed:  # renewed: the next an interval after this one began
+                    run.next_beat = started + self.heartbeat_interval
+                else:  # no answer: again soon, while the lease lasts
+                    run.next_beat = time.monotonic() + min(_BEAT_RETRY, self.heartbeat_interval)
+                self._watch.notify()
 
     def _time_out(self, run: _Run) -> None:
         try:

@@ -1,0 +1,340 @@
+// The Worker where requests and answers cross: a job claimed again while
+// its old run still sends its outcome, a heartbeat that gets no answer, a
+// stop that lands between a claim answer's headers and its body, and a stop
+// before run(). Each fake fetch here wraps the real one to the test server
+// and delays or drops one kind of request.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import {
+  Client,
+  RequestTimeoutError,
+  Snooze,
+  Worker,
+  WorkerStoppedError,
+  type Handler,
+  type JobContext,
+  type Logger,
+} from "@readpast/client";
+
+import { client, deadline, finished, serverURL, sleep, token, unique, waitUntil } from "./support.js";
+
+const c = client();
+
+function quiet(): Logger & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+}
+
+function pathOf(input: Parameters<typeof fetch>[0]): string {
+  return new URL(input instanceof Request ? input.url : String(input)).pathname;
+}
+
+/** Rejects with what after ms, for the losing side of a race. */
+function overdue(ms: number, what: string): Promise<never> {
+  return deadline(ms).then(() => {
+    throw new Error(`${what} took longer than ${ms} ms`);
+  });
+}
+
+/** A Response whose headers are there at once and whose body comes when
+ * `release` is called; aborting `signal` before then errors the body, as
+ * fetch does with a body still on the wire. */
+function heldResponse(res: Response, text: string, signal: AbortSignal | null | undefined): { res: Response; release: () => void } {
+  let release!: () => void;
+  const body = new ReadableStream<Uint8Array>({
+    start(ctl) {
+      let open = true;
+      const onAbort = (): void => {
+        if (!open) return;
+        open = false;
+        ctl.error(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      release = () => {
+        signal?.removeEventListener("abort", onAbort);
+        if (!open) return;
+        open = false;
+        ctl.enqueue(new TextEncoder().encode(text));
+        ctl.close();
+      };
+    },
+  });
+  const headers = { "Content-Type": res.headers.get("Content-Type") ?? "application/json" };
+  return { res: new Response(body, { status: res.status, headers }), release };
+}
+
+/** Waits until the job's signal aborts (or 15 s), and returns the reason. */
+function untilAborted(signal: AbortSignal): Promise<unknown> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(signal.reason);
+    const t = setTimeout(() => resolve("not aborted within 15 s"), 15_000);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      resolve(signal.reason);
+    });
+  });
+}
+
+describe("worker races", { concurrency: true }, () => {
+  test("a job claimed again while its old run still sends its outcome keeps its slot", async (t) => {
+    const queue = unique("race");
+    let answerSnooze!: () => void;
+    const snoozeHeld = new Promise<void>((r) => (answerSnooze = r));
+    // The snooze is written at once; its answer comes when the test says.
+    const wc = client({
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        if (/^\/v1\/jobs\/\d+\/snooze$/.test(pathOf(input))) await Promise.race([snoozeHeld, deadline(15_000)]);
+        return res;
+      },
+    });
+    const snoozer = await c.enqueue({ kind: "snooze-once", queue, max_attempts: 5 });
+    const calls = new Map<number, number>();
+    let running = 0;
+    let most = 0;
+    const reasons: unknown[] = [];
+    const block = async (_job: unknown, { signal }: JobContext): Promise<string> => {
+      running++;
+      most = Math.max(most, running);
+      reasons.push(await untilAborted(signal));
+      running--;
+      return "done";
+    };
+    const handlers: Record<string, Handler> = {
+      "snooze-once": (job, ctx) => {
+        const n = (calls.get(job.id) ?? 0) + 1;
+        calls.set(job.id, n);
+        return n === 1 ? new Snooze(0) : block(job, ctx);
+      },
+      block,
+    };
+    const worker = new Worker(wc, {
+      queues: [queue],
+      handlers,
+      concurrency: 2,
+      waitMs: 500,
+      shutdownTimeoutMs: 300,
+      logger: quiet(),
+      opentelemetry: false,
+    });
+    const done = worker.run();
+    t.after(async () => {
+      answerSnooze();
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    // The snooze is written, its answer not yet there: the worker, with a
+    // slot free, claims the job again and runs it.
+    await waitUntil(() => calls.get(snoozer.id) === 2, "the snoozed job to be claimed again");
+    assert.equal(running, 1);
+    answerSnooze();
+    await waitUntil(() => worker.counts.snoozed === 1, "the old run's snooze answer");
+    await sleep(50);
+    assert.deepEqual(worker.runningJobs(), [snoozer.id], "the new run still holds its slot");
+    // One slot is free: of two more jobs, one runs.
+    await c.enqueueMany([0, 1].map(() => ({ kind: "block", queue, max_attempts: 1 })));
+    await waitUntil(() => running === 2, "a second handler");
+    await sleep(1000); // long enough for another claim to take the other job
+    assert.equal(most, 2, "never more handlers than concurrency");
+    assert.equal(worker.runningJobs().length, 2);
+    // stop() releases every running job, the re-claimed one too.
+    worker.stop();
+    await Promise.race([done, overdue(10_000, "the stop")]);
+    assert.equal(reasons.length, 2);
+    for (const r of reasons) assert.ok(r instanceof WorkerStoppedError, String(r));
+    const j = await c.getJob(snoozer.id);
+    assert.deepEqual([j.state, j.snoozes], ["pending", 1]);
+    assert.equal(worker.counts.released, 2);
+  });
+
+  test("a heartbeat that gets no answer is sent again before the lease ends", async (t) => {
+    const queue = unique("race");
+    let dropped = 0;
+    let beats = 0;
+    // The first heartbeat is never answered (a connection dropped silently).
+    const wc = client({
+      fetch: (input, init) => {
+        if (/^\/v1\/jobs\/\d+\/heartbeat$/.test(pathOf(input))) {
+          beats++;
+          if (dropped === 0) {
+            dropped++;
+            return new Promise((_resolve, reject) => {
+              const s = init?.signal;
+              s?.addEventListener("abort", () => reject(s.reason), { once: true });
+            });
+          }
+        }
+        return fetch(input, init);
+      },
+    });
+    const job = await c.enqueue({ kind: "slow", queue, max_attempts: 1 });
+    const log = quiet();
+    const worker = new Worker(wc, {
+      queues: [queue],
+      // A dropped heartbeat at 600 ms waits at most 600 ms for its answer
+      // and goes again at once: the lease is extended at about 1200 ms,
+      // well before it ends. Waiting for the client's timeout (30 s)
+      // would lose it at 3000 ms, and the server would take the job back.
+      leaseMs: 3000,
+      heartbeatMs: 600,
+      waitMs: 2000,
+      logger: log,
+      opentelemetry: false,
+      handlers: {
+        slow: async () => {
+          await sleep(4500);
+          return "done";
+        },
+      },
+    });
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    const j = await finished(c, job.id);
+    assert.equal(dropped, 1);
+    const why = `job: ${JSON.stringify(j)}\nworker:\n${log.lines.join("\n")}`;
+    assert.deepEqual([j.state, j.attempt, j.result], ["succeeded", 1, "done"], `never taken back and run again\n${why}`);
+    assert.equal(worker.counts.lost, 0);
+    assert.ok(beats >= 5, `${beats} heartbeats`);
+  });
+
+  test("jobs whose claim answer arrives after stop() are released", async (t) => {
+    const queue = unique("race");
+    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    let worker!: Worker;
+    let claimsAnswered = 0;
+    const wc = client({
+      fetch: async (input, init) => {
+        const res = await fetch(input, init);
+        if (pathOf(input) !== "/v1/claim") return res;
+        const text = await res.text();
+        const n = (JSON.parse(text) as { jobs?: unknown[] }).jobs?.length ?? 0;
+        if (n === 0) return new Response(text, { status: res.status, headers: res.headers });
+        claimsAnswered++;
+        // The headers are in; stop() lands before the body is read.
+        const held = heldResponse(res, text, init?.signal);
+        setTimeout(() => {
+          worker.stop();
+          setTimeout(held.release, 200);
+        }, 50);
+        return held.res;
+      },
+    });
+    const ran: number[] = [];
+    worker = new Worker(wc, {
+      queues: [queue],
+      waitMs: 2000,
+      logger: quiet(),
+      opentelemetry: false,
+      handlers: { k: (j) => void ran.push(j.id) },
+    });
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    await Promise.race([done, overdue(10_000, "the stop")]);
+    assert.equal(claimsAnswered, 1);
+    assert.deepEqual(ran, [], "claimed while stopping: not run");
+    assert.equal(worker.counts.claimed, 1);
+    assert.equal(worker.counts.released, 1);
+    const j = await c.getJob(job.id);
+    // Released: pending again at once, the attempt not counted; not left
+    // running until its lease ends.
+    assert.deepEqual([j.state, j.attempt], ["pending", 0]);
+  });
+
+  test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
+    const paths: string[] = [];
+    const wc = client({
+      fetch: (input, init) => {
+        paths.push(pathOf(input));
+        return fetch(input, init);
+      },
+    });
+    const worker = new Worker(wc, { queues: [unique("race")], handlers: {}, waitMs: 5000, logger: quiet(), opentelemetry: false });
+    worker.stop();
+    assert.equal(worker.stopping, true);
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    await Promise.race([done, overdue(2000, "run() after stop()")]);
+    assert.equal(paths.length, 0, `requests: ${paths.join(", ")}`);
+    // A stopped worker runs again when asked to.
+    const again = worker.run();
+    await waitUntil(() => paths.includes("/v1/claim"), "a claim of the second run");
+    assert.equal(worker.stopping, false);
+    worker.stop();
+    await Promise.race([again, overdue(5000, "the second stop")]);
+  });
+});
+
+describe("transport and an abort", { concurrency: true }, () => {
+  /** A client whose every answer is `{"ok":true}`, its body held until
+   * release is called. */
+  function heldClient(timeoutMs?: number): { client: Client; release: () => void; headersIn: Promise<void> } {
+    let release = (): void => {};
+    let headersIn!: () => void;
+    const arrived = new Promise<void>((r) => (headersIn = r));
+    const cl = new Client(serverURL, {
+      token,
+      timeoutMs,
+      fetch: (_input, init) => {
+        const signal = init?.signal;
+        if (signal?.aborted) return Promise.reject(signal.reason);
+        const held = heldResponse(new Response(null), '{"ok":true}', signal);
+        release = held.release;
+        setTimeout(headersIn, 0);
+        return Promise.resolve(held.res);
+      },
+    });
+    return { client: cl, release: () => release(), headersIn: arrived };
+  }
+
+  test("an abort after the answer's headers still reads the answer", async () => {
+    const h = heldClient();
+    const ctrl = new AbortController();
+    const p = h.client.getJob(1, { signal: ctrl.signal });
+    await h.headersIn;
+    ctrl.abort(new Error("stop"));
+    await sleep(20);
+    h.release();
+    assert.deepEqual(await p, { ok: true });
+  });
+
+  test("an abort before any answer rejects with its reason", async () => {
+    let seen: AbortSignal | undefined;
+    const cl = new Client(serverURL, {
+      token,
+      fetch: (_input, init) =>
+        new Promise((_resolve, reject) => {
+          seen = init?.signal ?? undefined;
+          seen?.addEventListener("abort", () => reject(seen?.reason));
+        }),
+    });
+    const ctrl = new AbortController();
+    const p = cl.getJob(1, { signal: ctrl.signal });
+    await sleep(20);
+    const reason = new Error("stop");
+    ctrl.abort(reason);
+    await assert.rejects(p, (e) => e === reason);
+    assert.equal(seen?.aborted, true, "the request itself is aborted");
+  });
+
+  test("a body that never comes is bounded by the request timeout", async () => {
+    const h = heldClient(300);
+    const ctrl = new AbortController();
+    const p = h.client.getJob(1, { signal: ctrl.signal });
+    await h.headersIn;
+    ctrl.abort(new Error("stop"));
+    const started = Date.now();
+    await assert.rejects(p, RequestTimeoutError);
+    assert.ok(Date.now() - started < 2000);
+  });
+});
