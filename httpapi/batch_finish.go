@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -64,9 +63,8 @@ func decodeCompleteBatch(body []byte, maxBatch int) ([]readpast.Completion, *api
 			return nil, fieldError(prefix+"id", "must be a job id (a positive integer)")
 		}
 		// The rest is what POST /v1/jobs/{id}/complete checks.
-		one, _ := json.Marshal(CompleteRequest{Token: item.Token, Result: bytes.TrimSpace(item.Result)})
-		req, ae := decodeComplete(one)
-		if ae != nil {
+		req := CompleteRequest{Token: item.Token, Result: item.Result}
+		if ae := checkComplete(&req); ae != nil {
 			if ae.Field != "" {
 				ae.Field = prefix + ae.Field
 			}

@@ -360,25 +360,31 @@ func decodeComplete(body []byte) (CompleteRequest, *apiError) {
 	if ae := decodeObject(body, &req, ""); ae != nil {
 		return req, ae
 	}
+	return req, checkComplete(&req)
+}
+
+// checkComplete checks a completion's token and result, compacting the
+// result (a JSON null is none); shared by the single and batch completions.
+func checkComplete(req *CompleteRequest) *apiError {
 	if ae := checkToken(req.Token); ae != nil {
-		return req, ae
+		return ae
 	}
 	req.Result = nullToNil(req.Result)
 	if len(req.Result) > 0 {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, req.Result); err != nil {
-			return req, fieldError("result", "not valid JSON")
+			return fieldError("result", "not valid JSON")
 		}
 		req.Result = buf.Bytes()
 		if err := readpast.CheckResult(req.Result); err != nil {
 			var fe *readpast.FieldError
 			if errors.As(err, &fe) {
-				return req, fromFieldError(fe, nil)
+				return fromFieldError(fe, nil)
 			}
-			return req, fieldError("result", "%v", err)
+			return fieldError("result", "%v", err)
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // decodeFail decodes the body of POST /v1/jobs/{id}/fail.

@@ -3,10 +3,8 @@ package conformance_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -91,7 +89,7 @@ func TestTraceAcrossClients(t *testing.T) {
 	hdr := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, hdr)
 	var job traceJob
-	traceCall(t, srv, "POST", "/v1/jobs", `{"kind":"traced","queue":"`+queue+`","max_attempts":2}`, hdr, http.StatusCreated, &job)
+	srv.Call(t, "POST", "/v1/jobs", `{"kind":"traced","queue":"`+queue+`","max_attempts":2}`, hdr, http.StatusCreated, &job)
 	goSpan.End()
 	if err := tp.ForceFlush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -108,16 +106,16 @@ func TestTraceAcrossClients(t *testing.T) {
 	out := runTraceWorker(t, "python", here, []string{python, filepath.Join(here, "pyworker.py")},
 		append(workerEnv, "PYTHONPATH="+pySrc, "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"))
 	t.Logf("python worker: %s", out)
-	traceCall(t, srv, "GET", "/v1/jobs/"+jobID, "", nil, http.StatusOK, &job)
+	srv.Call(t, "GET", "/v1/jobs/"+jobID, "", nil, http.StatusOK, &job)
 	if job.State != "pending" || job.Attempt != 1 || len(job.Errors) != 1 || !strings.Contains(job.Errors[0].Message, "fails on purpose") {
 		t.Fatalf("after the Python worker the job is %+v, want pending after attempt 1 with its error", job)
 	}
-	traceCall(t, srv, "POST", "/v1/jobs/"+jobID+"/run", "", nil, http.StatusOK, nil)
+	srv.Call(t, "POST", "/v1/jobs/"+jobID+"/run", "", nil, http.StatusOK, nil)
 
 	// 4. TypeScript succeeds at attempt 2.
 	out = runTraceWorker(t, "typescript", here, []string{node, filepath.Join(here, "tsworker.mjs")}, workerEnv)
 	t.Logf("typescript worker: %s", out)
-	traceCall(t, srv, "GET", "/v1/jobs/"+jobID, "", nil, http.StatusOK, &job)
+	srv.Call(t, "GET", "/v1/jobs/"+jobID, "", nil, http.StatusOK, &job)
 	if job.State != "succeeded" || job.Attempt != 2 {
 		t.Fatalf("after the TypeScript worker the job is %+v, want succeeded at attempt 2", job)
 	}
@@ -213,40 +211,6 @@ func attrIs(v any, want int64) bool {
 		return v == float64(want)
 	}
 	return false
-}
-
-// traceCall sends a request to srv with hdr, wants status, and decodes
-// the answer into out (unless nil).
-func traceCall(t *testing.T, srv *testbin.Server, method, path, body string, hdr map[string]string, want int, out any) {
-	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+srv.Token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, raw, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
-		}
-	}
 }
 
 // runTraceWorker runs a worker process in dir until it exits, within

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -23,34 +21,6 @@ import (
 
 // otelBin is the readpast binary the tracing tests serve.
 var otelBin testbin.Readpast
-
-// apiCall sends a JSON request to srv with hdr and decodes the answer.
-func apiCall(t *testing.T, srv *testbin.Server, path, body string, hdr map[string]string, want int, out any) {
-	t.Helper()
-	req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+srv.Token)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 type tracedJob struct {
 	ID          int64  `json:"id"`
@@ -89,7 +59,7 @@ func testServeExportsTraces(t *testing.T) {
 	caller.End()
 
 	var job tracedJob
-	apiCall(t, srv, "/v1/jobs", `{"kind":"k","queue":"traced"}`, hdr, http.StatusCreated, &job)
+	srv.Call(t, "POST", "/v1/jobs", `{"kind":"k","queue":"traced"}`, hdr, http.StatusCreated, &job)
 	span := recv.WaitName(t, 15*time.Second, "send traced")
 	callerSC := caller.SpanContext()
 	if span.TraceID != callerSC.TraceID().String() || span.ParentSpanID != callerSC.SpanID().String() {
@@ -104,7 +74,7 @@ func testServeExportsTraces(t *testing.T) {
 	}
 
 	var claimed struct{ Jobs []tracedJob }
-	apiCall(t, srv, "/v1/claim", `{"queues":["traced"],"worker":"w","limit":1,"lease_seconds":60}`, nil, http.StatusOK, &claimed)
+	srv.Call(t, "POST", "/v1/claim", `{"queues":["traced"],"worker":"w","limit":1,"lease_seconds":60}`, nil, http.StatusOK, &claimed)
 	if len(claimed.Jobs) != 1 {
 		t.Fatalf("claimed %d jobs", len(claimed.Jobs))
 	}
@@ -122,7 +92,7 @@ func testServeExportsTraces(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=" + recv.TracesURL(),
 		"OTEL_BSP_SCHEDULE_DELAY=600000",
 	}})
-	apiCall(t, slow, "/v1/jobs/batch", `{"jobs":[{"kind":"k","queue":"flushed"}]}`, hdr, http.StatusCreated, nil)
+	slow.Call(t, "POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k","queue":"flushed"}]}`, hdr, http.StatusCreated, nil)
 	if err := syscall.Kill(slow.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,4 +143,39 @@ func (b *Readpast) Serve(t testing.TB, o ServeOptions) *Server {
 		t.Fatalf("readpast serve did not start within a minute\n%s", logs())
 	}
 	return nil
+}
+
+// Call sends a request to the server with its token and hdr, fails t
+// unless the answer has status want, and decodes the answer into out
+// (unless out is nil).
+func (s *Server) Call(t testing.TB, method, path, body string, hdr map[string]string, want int, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, raw, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
 }

@@ -47,7 +47,6 @@ class CompleterAnswersTest(unittest.TestCase):
 class FakeClient:
     def __init__(self) -> None:
         self.timeouts: List[Optional[float]] = []
-        self.hang = threading.Event()
 
     def heartbeat(self, job_id: int, token: str, lease: Optional[float] = None, *,
                   timeout: Optional[float] = None) -> None:
