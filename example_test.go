@@ -526,3 +526,54 @@ func Example_pause() {
 	// mail paused true pending 1
 	// resumed: claimed 1
 }
+
+// A flow: render runs once extract has succeeded, email once render has
+// ended, whatever its outcome (RunAnyway).
+func Example_flows() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	ran := make(chan string, 3)
+	workers := readpast.NewWorkers()
+	for _, kind := range []string{"extract", "render", "email"} {
+		workers.Handle(kind, func(ctx context.Context, job *readpast.Job) (any, error) {
+			ran <- job.Kind
+			return nil, nil
+		}, nil)
+	}
+	client, err := readpast.NewClient(store, readpast.Config{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	_, err = client.EnqueueFlow(ctx,
+		readpast.FlowJob{Ref: "extract", Job: readpast.EnqueueParams{Kind: "extract", Payload: []byte(`{"file":"q3.csv"}`)}},
+		readpast.FlowJob{Ref: "render", Job: readpast.EnqueueParams{Kind: "render"},
+			After: []readpast.After{{Ref: "extract"}}},
+		readpast.FlowJob{Job: readpast.EnqueueParams{Kind: "email"},
+			After: []readpast.After{{Ref: "render", Policy: readpast.RunAnyway}}}, // email even if rendering fails
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+	for range 3 {
+		fmt.Println(<-ran)
+	}
+	// Output:
+	// extract
+	// render
+	// email
+}

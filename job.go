@@ -12,13 +12,17 @@ import (
 //	   │                 │ └─fail/expire (attempts used up)──▶ failed
 //	   └──fail/expire/release (attempts left)
 //	pending ──cancel──▶ cancelled      failed|cancelled ──retry──▶ pending
+//	blocked ──its parents succeed──▶ pending    blocked ──cancel──▶ cancelled
 //
-// pending and running jobs live in the live table that claims scan; the
+// blocked, pending and running jobs live in the live table that claims scan; the
 // three final states live in the history table.
 type JobState string
 
 // The job states.
 const (
+	// StateBlocked: waiting for the jobs it runs after (FlowJob.After);
+	// never claimed. See docs/design/workflows.md.
+	StateBlocked JobState = "blocked"
 	// StatePending: waiting to run, now or at RunAt.
 	StatePending JobState = "pending"
 	// StateRunning: held by a worker under a lease.
@@ -32,12 +36,12 @@ const (
 )
 
 // AllStates lists every state in lifecycle order.
-var AllStates = []JobState{StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled}
+var AllStates = []JobState{StateBlocked, StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled}
 
-// Valid reports whether s is one of the five states.
+// Valid reports whether s is one of the six states.
 func (s JobState) Valid() bool {
 	switch s {
-	case StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled:
+	case StateBlocked, StatePending, StateRunning, StateSucceeded, StateFailed, StateCancelled:
 		return true
 	}
 	return false

@@ -13,6 +13,9 @@ const DefaultRescueInterval = 250 * time.Millisecond
 // rescueBatch bounds one rescue statement so it never holds many locks.
 const rescueBatch = 1000
 
+// resolveBatch bounds the edges one ResolveFlows call resolves.
+const resolveBatch = 5000
+
 // groupPruneEvery is how many rescue intervals pass between two prunes of
 // idle group rows (a minute at DefaultRescueInterval).
 const groupPruneEvery = 240
@@ -32,7 +35,8 @@ const tidyTimeout = time.Minute
 // RunRescuer ends expired claims on store every interval until ctx is done,
 // and, when the store is a GroupPruner, deletes idle group rows at its
 // first tick and every 240 ticks after (a minute at DefaultRescueInterval);
-// when it is a Tidier, it calls Tidy every 4 ticks. Any number of rescuers
+// when it is a Tidier, it calls Tidy every 4 ticks; when it is a
+// FlowResolver, it resolves what wide flows left at every tick. Any number of rescuers
 // may run at once, in any number of processes: each claim is rescued by
 // exactly one of them. A Client runs one; so does `readpast serve`.
 //
@@ -56,6 +60,7 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	pruner, _ := store.(GroupPruner)
+	resolver, _ := store.(FlowResolver)
 	for tick := 0; ; tick++ {
 		if pruner != nil && tick%groupPruneEvery == 0 {
 			pruneGroups(ctx, pruner, log)
@@ -77,10 +82,32 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 				break
 			}
 		}
+		if resolver != nil {
+			resolveFlows(ctx, resolver, log)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// resolveFlows works off what wide flows' parents left to resolve, in
+// bounded calls, until nothing is left.
+func resolveFlows(ctx context.Context, r FlowResolver, log *slog.Logger) {
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		n, err := r.ResolveFlows(callCtx, resolveBatch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "resolve flows", slog.Any("error", err))
+			}
+			return
+		}
+		if n < resolveBatch {
+			return
 		}
 	}
 }

@@ -121,7 +121,7 @@ func BulkStates(action string) []JobState {
 	case BulkRetryAction:
 		return []JobState{StateFailed, StateCancelled}
 	case BulkCancelAction:
-		return []JobState{StatePending, StateRunning}
+		return []JobState{StateBlocked, StatePending, StateRunning}
 	case BulkDeleteAction:
 		return []JobState{StateSucceeded, StateFailed, StateCancelled}
 	}

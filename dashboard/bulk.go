@@ -37,7 +37,7 @@ type bulkAction struct {
 func bulkActions() []bulkAction {
 	return []bulkAction{
 		{Name: readpast.BulkRetryAction, Label: "Retry the failed and cancelled ones", Verb: "Retry", Done: "retried"},
-		{Name: readpast.BulkCancelAction, Label: "Cancel the pending and running ones", Verb: "Cancel", Done: "cancelled", Danger: true},
+		{Name: readpast.BulkCancelAction, Label: "Cancel the blocked, pending and running ones", Verb: "Cancel", Done: "cancelled", Danger: true},
 		{Name: readpast.BulkDeleteAction, Label: "Delete the finished ones", Verb: "Delete", Done: "deleted", Danger: true},
 	}
 }

@@ -160,6 +160,9 @@ type jobAction struct {
 func actionsFor(j *readpast.Job, now time.Time) []jobAction {
 	var out []jobAction
 	switch j.State {
+	case readpast.StateBlocked:
+		out = append(out, jobAction{Name: "cancel", Label: "Cancel", Danger: true,
+			Help: "It will not run; the jobs that run after it follow their edges' policies."})
 	case readpast.StatePending:
 		if j.RunAt.After(now) {
 			out = append(out, jobAction{Name: "run", Label: "Run now", Help: "Make it due now instead of at its run-at time."})

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/readpast/readpast"
 )
 
 // TestMetricsBoundedByConfig: 10,000 queue and kind names give a bounded
@@ -42,8 +44,8 @@ func TestMetricsBoundedByConfig(t *testing.T) {
 		t.Errorf("%d enqueued series", got)
 	}
 	// Depth: 20 queues and _other, every state.
-	if got := series["readpast_queue_jobs"]; got != 21*5 {
-		t.Errorf("%d queue depth series, want %d", got, 21*5)
+	if got := series["readpast_queue_jobs"]; got != 21*len(readpast.AllStates) {
+		t.Errorf("%d queue depth series, want %d", got, 21*len(readpast.AllStates))
 	}
 	for _, want := range []string{
 		`readpast_jobs_enqueued_total{kind="k0",queue="q0"} 1`,
@@ -91,7 +93,7 @@ func TestQueueCollectorForClients(t *testing.T) {
 			got[key] = m.GetGauge().GetValue()
 		}
 	}
-	if len(got) != 12 || got["readpast_queue_stats_up"] != 1 || got["readpast_queues_paused"] != 1 ||
+	if len(got) != 2+2*len(readpast.AllStates) || got["readpast_queue_stats_up"] != 1 || got["readpast_queues_paused"] != 1 ||
 		got["readpast_queue_jobs,queue=y,state=pending"] != 2 || got["readpast_queue_jobs,queue=_other,state=pending"] != 1 {
 		t.Errorf("gathered %v: want up, one paused queue, then y and x (as _other) with every state", got)
 	}

@@ -137,6 +137,9 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":""}`, 400)
 	do("POST", "/v1/jobs/batch", "/v1/jobs/batch", `{"jobs":[{"kind":"a"},{"kind":"b","run_at":"2030-01-01T00:00:00Z"}]}`, 201)
 	do("POST", "/v1/jobs/batch", "/v1/jobs/batch", `{"jobs":[{"kind":"a"},{"kind":"b","priority":5000}]}`, 400)
+	do("POST", "/v1/flows", "/v1/flows", `{"jobs":[{"ref":"f","kind":"fa","queue":"flow"},{"kind":"fb","queue":"flow","after":[{"ref":"f","policy":"hold_child"}]}]}`, 201)
+	do("POST", "/v1/flows", "/v1/flows", `{"jobs":[{"kind":"fb","after":[{"ref":"nope"}]}]}`, 400)
+	do("POST", "/v1/flows", "/v1/flows", `{"jobs":[{"kind":"fb","after":[{"job_id":999999}]}]}`, 404)
 	claimed := do("POST", "/v1/claim", "/v1/claim", `{"worker":"w","limit":2,"lease_seconds":60}`, 200)
 	do("POST", "/v1/claim", "/v1/claim", `{"worker":""}`, 400)
 	var c struct{ Jobs []Job }
@@ -149,6 +152,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("POST", "/v1/jobs/{id}/heartbeat", id(a, "heartbeat"), tok(a)+`,"lease_seconds":30}`, 200)
 	do("POST", "/v1/jobs/{id}/heartbeat", id(a, "heartbeat"), `{"token":"00000000-0000-0000-0000-000000000000","lease_seconds":30}`, 409)
 	do("POST", "/v1/jobs/{id}/complete", id(a, "complete"), tok(a)+`,"result":{"ok":true}}`, 200)
+	do("POST", "/v1/flows", "/v1/flows", fmt.Sprintf(`{"jobs":[{"kind":"fb","after":[{"job_id":%d}]}]}`, a.ID), 409)
 	do("POST", "/v1/jobs/{id}/complete", "/v1/jobs/999999/complete", tok(a)+`}`, 404)
 	do("POST", "/v1/jobs/{id}/complete", id(a, "complete"), `{"token":"00000000-0000-0000-0000-000000000000"}`, 409)
 	do("POST", "/v1/jobs/complete", "/v1/jobs/complete", fmt.Sprintf(`{"jobs":[{"id":%d,"token":%q},{"id":999999,"token":%q}]}`, a.ID, a.Token, a.Token), 200)

@@ -229,6 +229,7 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
 		{pattern: "POST /v1/jobs", handler: s.enqueue},
 		{pattern: "POST /v1/jobs/batch", handler: s.enqueueBatch},
+		{pattern: "POST /v1/flows", handler: s.enqueueFlow},
 		{pattern: "GET /v1/jobs", handler: s.list},
 		{pattern: "GET /v1/jobs/{id}", handler: s.get},
 		{pattern: "DELETE /v1/jobs/{id}", handler: s.deleteJob},

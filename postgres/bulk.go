@@ -185,7 +185,11 @@ func (s *Store) BulkRetry(ctx context.Context, f readpast.JobFilter) (int, error
 // BulkCancel cancels the pending and running jobs f matches
 // (sql/bulk_cancel.sql), in batches that never make a claim wait.
 func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, error) {
-	return s.bulk(ctx, "bulk cancel", readpast.BulkCancelAction, bulkCancelStmt, f, s.hub.Broadcast)
+	// A cancelled parent may release children under run_anyway, ahead
+	// of a claim position: the next claims are full ones before the
+	// claimers wake (pendingAgain).
+	defer s.claimFrom.ahead()
+	return s.bulk(ctx, "bulk cancel", readpast.BulkCancelAction, bulkCancelStmt, f, s.pendingAgain)
 }
 
 // BulkDelete deletes the finished jobs f matches (sql/bulk_delete.sql),
@@ -221,6 +225,21 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 	}
 	if !j.State.Final() {
 		return fmt.Errorf("job %d is %s: %w", id, j.State, readpast.ErrInvalidState)
+	}
+	var (
+		held    int64
+		backlog bool
+	)
+	if err := s.pool.QueryRow(ctx, flowHeldChildrenSQL, id).Scan(&held, &backlog); err != nil {
+		return opErr("delete", err)
+	}
+	switch {
+	case backlog:
+		return fmt.Errorf("job %d: the edges to its children are still being resolved; try again in a moment: %w",
+			id, readpast.ErrInvalidState)
+	case held > 0:
+		return fmt.Errorf("job %d holds back %d blocked job(s): retry it, or cancel them, first: %w",
+			id, held, readpast.ErrInvalidState)
 	}
 	return errors.New("postgres: delete: the job stayed locked by another transaction")
 }

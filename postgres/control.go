@@ -39,6 +39,10 @@ func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool) (*readpa
 	if onlyPending {
 		op = "cancel pending"
 	}
+	// A cancelled parent may release children under run_anyway, ahead
+	// of a claim position (claimfrom.go): the next claims are full ones,
+	// then the claimers wake.
+	defer s.pendingAgain()
 	for attempt := 1; ; attempt++ {
 		j, err := retryDeadlock(ctx, func() (*readpast.Job, error) {
 			return scanJob(s.pool.QueryRow(ctx, cancelSQL, id, onlyPending))
@@ -50,7 +54,7 @@ func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool) (*readpa
 			if gerr != nil {
 				return nil, gerr
 			}
-			if old.State != readpast.StatePending && (onlyPending || old.State != readpast.StateRunning) {
+			if old.State != readpast.StatePending && (onlyPending || old.State.Final()) {
 				return nil, fmt.Errorf("job %d is %s: %w", id, old.State, readpast.ErrInvalidState)
 			}
 			// It became live (or pending) after the snapshot: retried

@@ -141,7 +141,10 @@ func explain(ctx context.Context, q querier, b batch, done map[int64]string, err
 
 // complete runs stmt, sql/complete.sql or its routine
 // (completeRoutine.call), on q in mode, as claim does.
-func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, cs []readpast.Completion) ([]error, error) {
+//
+// It reports whether a job it completed was a flow's parent: its
+// children may be pending now, ahead of a claim position.
+func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, cs []readpast.Completion) ([]error, bool, error) {
 	errs := make([]error, len(cs))
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
@@ -149,6 +152,10 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 	entry := func(i int) (int64, string) { return cs[i].ID, cs[i].Token }
 	first := storekit.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
 	b, malformed := newBatch(first, entry)
+	var (
+		done    map[int64]string
+		parents bool
+	)
 	if len(b.ids) > 0 {
 		results := make([]*string, len(b.idx))
 		for k, i := range b.idx {
@@ -157,19 +164,20 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 				results[k] = &str
 			}
 		}
-		done, err := actedOn(q.Query(ctx, stmt, mode, b.ids, b.uuids, results))
+		var err error
+		done, parents, err = completedOn(q.Query(ctx, stmt, mode, b.ids, b.uuids, results))
 		if err != nil {
-			return nil, opErr("complete", err)
+			return nil, false, opErr("complete", err)
 		}
 		if err := explain(ctx, q, b, done, errs, true); err != nil {
-			return nil, opErr("complete", err)
+			return nil, false, opErr("complete", err)
 		}
 	}
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
-		return nil, opErr("complete", err)
+		return nil, false, opErr("complete", err)
 	}
 	storekit.SettleRepeats(errs, first, true)
-	return errs, nil
+	return errs, parents, nil
 }
 
 // Complete finishes running jobs as succeeded in one statement. An entry
@@ -181,12 +189,21 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 		return nil, nil
 	}
 	began := time.Now()
+	parents := false
 	errs, err := withRoutines(ctx, s, func() ([]error, error) {
 		return retryDeadlock(ctx, func() ([]error, error) {
-			return complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs)
+			errs, p, err := complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs)
+			parents = p
+			return errs, err
 		})
 	})
 	s.dropIdleAfter(ctx, began, err)
+	if parents {
+		// Children released, maybe ahead of a claim position: the next
+		// claims are full ones, then the claimers wake (also where no
+		// NOTIFY reaches this store, behind a transaction pooler).
+		s.pendingAgain()
+	}
 	return errs, err
 }
 
@@ -202,9 +219,12 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // tx's snapshot only, and a job that joined the group meanwhile can wait
 // for the group's next event (docs/design/groups.md, "Concurrency groups").
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
-	errs, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
+	errs, parents, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
 	if err != nil {
 		return err
+	}
+	if parents {
+		s.pendingAgain() // if tx commits; a spurious wake costs a claim
 	}
 	return errs[0]
 }

@@ -69,6 +69,28 @@ func actedOn(rows pgx.Rows, err error) (map[int64]string, error) {
 	return set, rows.Err()
 }
 
+// completedOn is actedOn for the completion statement, which also says
+// whether any job it completed was a flow's parent.
+func completedOn(rows pgx.Rows, err error) (map[int64]string, bool, error) {
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	set := map[int64]string{}
+	parents := false
+	for rows.Next() {
+		var id int64
+		var token string
+		var parent bool
+		if err := rows.Scan(&id, &token, &parent); err != nil {
+			return nil, false, err
+		}
+		set[id] = token
+		parents = parents || parent
+	}
+	return set, parents, rows.Err()
+}
+
 // retryDeadlock runs f again when PostgreSQL aborted it as a deadlock
 // victim or a serialization failure; the statement had no effect then.
 func retryDeadlock[T any](ctx context.Context, f func() (T, error)) (T, error) {

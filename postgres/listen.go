@@ -59,11 +59,22 @@ func (s *Store) listenConn(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if !s.heardDue(n.Payload) {
+		switch {
+		case n.Payload == aheadPayload:
+			// Jobs became pending where a claim position may have
+			// passed (flows' released children): the next claim is
+			// a full one, then the claimers wake.
+			s.pendingAgain()
+		case !s.heardDue(n.Payload):
 			s.hub.Broadcast()
 		}
 	}
 }
+
+// aheadPayload is the payload of a NOTIFY readpast saying that jobs
+// became pending at places claim positions may have passed
+// (migrations/0016_flows.sql, released children).
+const aheadPayload = "ahead"
 
 // closeConn closes a connection the store opened outside its pool, giving
 // the goodbye to the server a second at most: with no deadline, a

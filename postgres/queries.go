@@ -57,8 +57,18 @@ var (
 	foldCountsSQL      = mustStatement("fold_counts")
 
 	enqueueUniqueSQL = mustStatement("enqueue_unique")
-	uniqueStaleSQL   = mustStatement("unique_stale")
-	uniqueHolderSQL  = mustStatement("unique_holder")
+	enqueueFlowSQL   = mustStatement("enqueue_flow")
+	flowParentsSQL   = mustStatement("flow_parents")
+	flowMarkSQL      = mustStatement("flow_mark_parents")
+	flowEdgesSQL     = mustStatement("flow_edges")
+	// flowParentStateSQL reads why a job cannot be a flow's parent.
+	flowParentStateSQL = mustStatement("flow_parent_state")
+	// flowHeldChildrenSQL counts the blocked jobs a finished job holds.
+	flowHeldChildrenSQL = mustStatement("flow_held_children")
+	resolveFlowsSQL     = mustStatement("resolve_flows")
+	flowDepthSQL        = mustStatement("flow_depth")
+	uniqueStaleSQL      = mustStatement("unique_stale")
+	uniqueHolderSQL     = mustStatement("unique_holder")
 
 	schedulePutSQL        = mustStatement("schedule_put")
 	scheduleGetSQL        = mustStatement("schedule_get")

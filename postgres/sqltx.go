@@ -53,10 +53,11 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		result = &r
 	}
 	var (
-		id    int64
-		token string
+		id     int64
+		token  string
+		parent bool
 	)
-	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id, &token)
+	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id, &token, &parent)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Explain from outside the caller's transaction: the job's state
 		// as others committed it.
@@ -70,6 +71,9 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 	}
 	if err != nil {
 		return opErr("complete", err)
+	}
+	if parent {
+		s.pendingAgain() // if tx commits; a spurious wake costs a claim
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,13 @@ func newStall(t *testing.T, base *postgres.Store, place string) *stall {
 // in a pool of one connection.
 func newStallVia(t *testing.T, base *postgres.Store, place, via string) *stall {
 	t.Helper()
+	return newStallWith(t, base, place, via, nil)
+}
+
+// newStallWith is newStallVia with more settings for the stalling
+// store's sessions in its URL (default_transaction_isolation, say).
+func newStallWith(t *testing.T, base *postgres.Store, place, via string, settings map[string]string) *stall {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := base.Pool().Exec(ctx, stallFunction); err != nil {
 		t.Fatal(err)
@@ -92,7 +100,10 @@ func newStallVia(t *testing.T, base *postgres.Store, place, via string) *stall {
 		u.Host = via
 		q.Set("pool_max_conns", "1")
 	}
-	u.RawQuery = q.Encode()
+	for k, v := range settings {
+		q.Set(k, v)
+	}
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
 	store, err := postgres.Open(ctx, u.String())
 	if err != nil {
 		t.Fatal(err)

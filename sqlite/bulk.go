@@ -107,8 +107,10 @@ func (s *Store) BulkRetry(ctx context.Context, f readpast.JobFilter) (int, error
 	})
 }
 
-// BulkCancel cancels, as Cancel does, the pending and running jobs f
-// matches, in batches.
+// BulkCancel cancels, as Cancel does, the blocked, pending and running
+// jobs f matches, in batches. A job of the batch that an earlier one's
+// cancellation cancelled with it (its child, by a cancel_child edge) is
+// not counted again.
 func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, error) {
 	f, err := f.Normalize(readpast.BulkCancelAction)
 	if err != nil {
@@ -116,6 +118,9 @@ func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, erro
 	}
 	return s.bulk(ctx, "bulk cancel", f, true, func(tx *sql.Tx, id int64, _ readpast.JobState, nowUS int64) (bool, bool, error) {
 		freed, err := cancelIn(ctx, tx, id, nowUS, false)
+		if errors.Is(err, readpast.ErrInvalidState) || errors.Is(err, readpast.ErrNotFound) {
+			return false, false, nil // finished since the walk listed it
+		}
 		return err == nil, freed, err
 	})
 }
@@ -129,12 +134,16 @@ func (s *Store) BulkDelete(ctx context.Context, f readpast.JobFilter) (int, erro
 	}
 	return s.bulk(ctx, "bulk delete", f, false, func(tx *sql.Tx, id int64, _ readpast.JobState, _ int64) (bool, bool, error) {
 		ok, err := deleteIn(ctx, tx, id)
+		if errors.Is(err, readpast.ErrInvalidState) {
+			return false, false, nil // a parent that holds a child stays
+		}
 		return ok, false, err
 	})
 }
 
-// Delete deletes a finished job with its tag rows and the unique key it
-// still holds.
+// Delete deletes a finished job with its tag rows, its edges and the
+// unique key it still holds. A finished parent that holds a child (a
+// hold_child edge) is refused with readpast.ErrInvalidState.
 func (s *Store) Delete(ctx context.Context, id int64) error {
 	return s.writeTx(ctx, "delete", func(tx *sql.Tx) error {
 		ok, err := deleteIn(ctx, tx, id)
@@ -154,10 +163,20 @@ func (s *Store) Delete(ctx context.Context, id int64) error {
 }
 
 // deleteIn deletes history row id inside tx, with what goes with it, and
-// reports whether there was one.
+// reports whether there was one. A finished parent that holds a child (a
+// held edge) is readpast.ErrInvalidState naming the child: its retry and
+// success would release it.
 func deleteIn(ctx context.Context, tx *sql.Tx, id int64) (bool, error) {
+	var child int64
+	err := tx.QueryRowContext(ctx, heldChildSQL, id).Scan(&child)
+	if err == nil {
+		return false, fmt.Errorf("job %d holds job %d, which runs after it (hold_child): %w", id, child, readpast.ErrInvalidState)
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, err
+	}
 	d := deleted{id: id}
-	err := tx.QueryRowContext(ctx, deleteFinishedSQL, id).Scan(&d.key, &d.tags)
+	err = tx.QueryRowContext(ctx, deleteFinishedSQL, id).Scan(&d.key, &d.tags)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

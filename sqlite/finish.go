@@ -117,8 +117,9 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			return nil, false, err
 		}
 	}
+	parents := false
 	if len(movedIDs) > 0 {
-		if _, err := tx.ExecContext(ctx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
+		if parents, err = deleteLive(ctx, tx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
 			return nil, false, err
 		}
 		if len(keyedIDs) > 0 {
@@ -139,7 +140,26 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 	if freed, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
 		return nil, false, err
 	}
-	return res, freed, nil
+	return res, freed || parents, nil
+}
+
+// deleteLive runs query, deleteLiveSQL or deleteLiveManySQL with arg, and
+// reports whether a row it deleted was a parent: its edges were resolved
+// by the delete's trigger, which may have made children pending.
+func deleteLive(ctx context.Context, tx *sql.Tx, query string, arg any) (parent bool, err error) {
+	rows, err := tx.QueryContext(ctx, query, arg)
+	if err != nil {
+		return false, err
+	}
+	for rows.Next() {
+		var p bool
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return false, err
+		}
+		parent = parent || p
+	}
+	return parent, errors.Join(rows.Err(), rows.Close())
 }
 
 // entryErr splits lookup's answer into a per-entry outcome and a failure.
@@ -225,9 +245,11 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			}
 			wake = true
 		} else {
-			if err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS); err != nil {
+			parent, err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS)
+			if err != nil {
 				return nil, false, err
 			}
+			wake = wake || parent
 		}
 		if group.Valid {
 			groups[group.String]++
@@ -242,19 +264,21 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 }
 
 // moveToHistory moves live job id to history in state, with errs (nil
-// keeps its errors).
-func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) error {
+// keeps its errors), and reports whether it was a parent: its edges were
+// resolved (migrations/0013_flows.sql), which may have made children
+// pending.
+func moveToHistory(ctx context.Context, tx *sql.Tx, id int64, state readpast.JobState, errs any, nowUS int64) (parent bool, err error) {
 	var keyed bool
 	if err := tx.QueryRowContext(ctx, moveToHistorySQL, id, string(state), errs, nowUS).Scan(&keyed); err != nil {
-		return err
+		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, deleteLiveSQL, id); err != nil {
-		return err
+	if parent, err = deleteLive(ctx, tx, deleteLiveSQL, id); err != nil {
+		return false, err
 	}
 	if !keyed {
-		return nil
+		return parent, nil
 	}
-	return releaseKeys(ctx, tx, []int64{id}, nowUS)
+	return parent, releaseKeys(ctx, tx, []int64{id}, nowUS)
 }
 
 // Extend renews a running job's lease to now+lease and returns the new

@@ -96,7 +96,7 @@ ORDER BY l.running + l.pending DESC, l.group_key`
 	searchSQL = `SELECT * FROM (
     SELECT * FROM (
         SELECT ` + liveSelect + ` FROM readpast_jobs
-        WHERE id < ?6 AND (?2 = '' OR ?2 IN ('pending', 'running'))
+        WHERE id < ?6 AND (?2 = '' OR ?2 IN ('blocked', 'pending', 'running'))
         ORDER BY id DESC LIMIT ?8)
     UNION ALL
     SELECT * FROM (
@@ -116,7 +116,7 @@ LIMIT ?7`
 	searchExaminedSQL = `SELECT count(*), coalesce(min(id), 0) FROM (
     SELECT id FROM (
         SELECT id FROM readpast_jobs
-        WHERE id < ?2 AND (?1 = '' OR ?1 IN ('pending', 'running'))
+        WHERE id < ?2 AND (?1 = '' OR ?1 IN ('blocked', 'pending', 'running'))
         ORDER BY id DESC LIMIT ?3)
     UNION ALL
     SELECT id FROM (

@@ -52,24 +52,45 @@ func normalizeJobs(jobs []readpast.EnqueueParams, now time.Time) ([]readpast.Enq
 
 // insertJobs inserts normalized jobs in tx, in chunks of enqueueChunk rows.
 func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, now time.Time) ([]*readpast.Job, error) {
+	return insertRows(ctx, tx, jobs, nil, now)
+}
+
+// flowRow is what a job of a flow is stored with besides its
+// EnqueueParams: its edges to wait for (blocked when more than 0), and
+// whether an edge names it as parent.
+type flowRow struct {
+	waitingOn   int
+	hasChildren bool
+}
+
+// insertRows is insertJobs, for the jobs of a flow when flow is not nil
+// (one entry per job).
+func insertRows(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, flow []flowRow, now time.Time) ([]*readpast.Job, error) {
 	nowUS := micros(now)
 	created := fromMicros(nowUS)
 	out := make([]*readpast.Job, 0, len(jobs))
 	var tagRows [][2]any
 	traced := slices.ContainsFunc(jobs, func(p readpast.EnqueueParams) bool { return p.Traceparent != "" })
 	insert, row, perRow := enqueueInsertSQL, enqueueRowSQL, enqueueRowParams
-	if traced {
+	switch {
+	case flow != nil:
+		insert, row, perRow, traced = enqueueFlowInsertSQL, enqueueFlowRowSQL, enqueueRowParams+5, true
+	case traced:
 		insert, row, perRow = enqueueTracedInsertSQL, enqueueTracedRowSQL, enqueueRowParams+2
 	}
 	for start := 0; start < len(jobs); start += enqueueChunk {
 		part := jobs[start:min(start+enqueueChunk, len(jobs))]
 		query := insert + strings.Repeat(row+", ", len(part)-1) + row + enqueueReturningSQL
 		args := make([]any, 0, len(part)*perRow)
-		for _, p := range part {
+		for k, p := range part {
 			args = append(args, p.Queue, p.Kind, string(p.Payload), p.Priority, micros(p.RunAt),
 				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS), joinTags(p.Tags))
 			if traced {
 				args = append(args, nullString(p.Traceparent), nullString(p.Tracestate))
+			}
+			if flow != nil {
+				f := flow[start+k]
+				args = append(args, string(flowState(f)), f.waitingOn, f.hasChildren)
 			}
 		}
 		rows, err := tx.QueryContext(ctx, query, args...)
@@ -114,6 +135,9 @@ func insertJobs(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 				j.Tags = append(j.Tags, t)
 				tagRows = append(tagRows, [2]any{t, ids[i]})
 			}
+			if flow != nil {
+				j.State = flowState(flow[start+i])
+			}
 			if p.Group != "" {
 				g := p.Group
 				j.Group = &g
@@ -148,8 +172,8 @@ func enqueueMarks(jobs []*readpast.Job, nowUS int64) []candidate {
 	first := map[key]candidate{}
 	var marks []candidate
 	for _, j := range jobs {
-		if j.Group == nil {
-			continue
+		if j.Group == nil || j.State != readpast.StatePending {
+			continue // a blocked job is marked when it is released
 		}
 		c := candidate{id: j.ID, runAt: micros(j.RunAt), priority: j.Priority, queue: j.Queue, group: *j.Group}
 		if c.runAt > nowUS {
@@ -210,7 +234,8 @@ func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending boo
 
 // cancelIn cancels live job id inside tx (with onlyPending, only a pending
 // one: any other state is readpast.ErrInvalidState naming it) and reports
-// whether it freed a group slot and marked the group's next jobs.
+// whether it freed a group slot and marked the group's next jobs, or
+// resolved the edges of a parent (which may have released children).
 func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (freed bool, err error) {
 	var (
 		state string
@@ -226,18 +251,21 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPendin
 	if onlyPending && readpast.JobState(state) != readpast.StatePending {
 		return false, fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
 	}
-	if err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS); err != nil {
+	parent, err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS)
+	if err != nil {
 		return false, err
 	}
 	switch {
-	case !group.Valid:
-		return false, nil
+	case !group.Valid || readpast.JobState(state) == readpast.StateBlocked:
+		return parent, nil // a blocked job holds no slot and no mark
 	case readpast.JobState(state) == readpast.StateRunning:
-		return freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+		freed, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+		return freed || parent, err
 	}
 	// A pending job left its group's stream: the only mark leading to the
 	// group may have been its own, in a queue no claimer reads (paused).
-	return announceHeads(ctx, tx, []string{group.String}, nil, nowUS)
+	freed, err = announceHeads(ctx, tx, []string{group.String}, nil, nowUS)
+	return freed || parent, err
 }
 
 // historyErr is ErrInvalidState when job id is finished, else ErrNotFound.

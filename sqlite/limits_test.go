@@ -265,6 +265,12 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 	s := openTemp(t)
 	path := s.Path()
 	for _, q := range []string{
+		`DROP TRIGGER readpast_jobs_released`, // schema 13, applied again
+		`DROP TRIGGER readpast_jobs_child_gone`,
+		`DROP TRIGGER readpast_jobs_resolve_edges`,
+		`DROP TABLE readpast_edges`,
+		`ALTER TABLE readpast_jobs DROP COLUMN has_children`,
+		`ALTER TABLE readpast_jobs DROP COLUMN waiting_on`,
 		`ALTER TABLE readpast_jobs DROP COLUMN traceparent`, // schema 12, applied again
 		`ALTER TABLE readpast_jobs DROP COLUMN tracestate`,
 		`ALTER TABLE readpast_groups DROP COLUMN weight`,

@@ -92,8 +92,8 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 			if err := markJobs(ctx, tx, []int64{c.id}); err != nil {
 				return 0, err
 			}
-		} else if err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
-			return 0, err
+		} else if _, err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
+			return 0, err // RescueExpired wakes the claimers after any rescue
 		}
 		if c.group.Valid {
 			groups[c.group.String]++
@@ -228,9 +228,21 @@ type deleted struct {
 	tags sql.NullString
 }
 
-// dropWithJobs deletes the tag rows of deleted jobs and the unique keys
-// they still held (a key whose holder is gone holds nothing).
+// dropWithJobs deletes the tag rows of deleted jobs, their edges (as
+// child, and as parent: those are resolved, since a parent that holds a
+// child is never deleted) and the unique keys they still held (a key
+// whose holder is gone holds nothing).
 func dropWithJobs(ctx context.Context, tx *sql.Tx, gone []deleted) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(gone))
+	for i, d := range gone {
+		ids[i] = d.id
+	}
+	if _, err := tx.ExecContext(ctx, dropEdgesSQL, idsJSON(ids)); err != nil {
+		return err
+	}
 	var keys, tags [][2]any
 	for _, d := range gone {
 		if d.key.Valid {

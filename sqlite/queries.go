@@ -34,6 +34,14 @@ VALUES `
      traceparent, tracestate)
 VALUES `
 	enqueueTracedRowSQL = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)`
+	// enqueueFlowInsertSQL and enqueueFlowRowSQL are the INSERT of a
+	// flow's jobs: the traced row's parameters, then state, waiting_on
+	// and has_children.
+	enqueueFlowInsertSQL = `INSERT INTO readpast_jobs
+    (queue, kind, payload, priority, run_at, max_attempts, group_key, created_at, unique_key, unique_until, tags,
+     traceparent, tracestate, state, waiting_on, has_children)
+VALUES `
+	enqueueFlowRowSQL   = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	enqueueReturningSQL = ` RETURNING id`
 	// enqueueChunk rows per INSERT keeps each statement far below SQLite's
 	// limit of 32766 bound parameters.
@@ -150,8 +158,11 @@ SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.at
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
 RETURNING id, token, group_key, unique_key IS NOT NULL`
-	deleteLiveManySQL = `DELETE FROM readpast_jobs WHERE id IN (SELECT value FROM json_each(?1))`
-	deleteLiveSQL     = `DELETE FROM readpast_jobs WHERE id = ?1`
+	// deleteLiveManySQL and deleteLiveSQL return whether each deleted row
+	// was a parent (has_children): its delete resolved edges
+	// (migrations/0013_flows.sql), which may have made children pending.
+	deleteLiveManySQL = `DELETE FROM readpast_jobs WHERE id IN (SELECT value FROM json_each(?1)) RETURNING has_children`
+	deleteLiveSQL     = `DELETE FROM readpast_jobs WHERE id = ?1 RETURNING has_children`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the
 	// same transaction) to history in state ?2 with errors ?3 (NULL keeps
 	// them) at ?4.
@@ -198,9 +209,13 @@ const (
 	liveStateSQL    = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
 	historyStateSQL = `SELECT state FROM readpast_history WHERE id = ?1`
 	runNowSQL       = `UPDATE readpast_jobs SET run_at = ?2 WHERE id = ?1`
-	restoreSQL      = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until, tags, snoozes)
+	// restoreSQL brings finished job ?1 back as pending at ?2; a parent
+	// that still holds a child (a held edge) is a parent again, so that
+	// its success releases the child.
+	restoreSQL = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until, tags, snoozes, has_children)
 SELECT id, queue, kind, payload, priority, ?2, 'pending', 0, max_attempts, NULL,
-    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0
+    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0,
+    EXISTS (SELECT 1 FROM readpast_edges e WHERE e.parent_id = ?1 AND e.state <> 'done')
 FROM readpast_history WHERE id = ?1`
 	deleteHistorySQL = `DELETE FROM readpast_history WHERE id = ?1`
 	getLiveSQL       = `SELECT ` + liveSelect + ` FROM readpast_jobs WHERE id = ?1`
@@ -217,7 +232,7 @@ SELECT ` + historySelect + ` FROM readpast_history WHERE id = ?1`
 	// filter names a state its table cannot hold.
 	listSQL = `SELECT ` + liveSelect + ` FROM readpast_jobs
 WHERE id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4) AND (?5 = '' OR group_key = ?5)
-  AND (?3 = '' OR (?3 IN ('pending', 'running') AND state = ?3))
+  AND (?3 = '' OR (?3 IN ('blocked', 'pending', 'running') AND state = ?3))
 UNION ALL
 SELECT ` + historySelect + ` FROM readpast_history
 WHERE id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4) AND (?5 = '' OR group_key = ?5)
@@ -229,7 +244,7 @@ LIMIT ?6`
 	// primary-key lookup per tag row, and the arms merge in id order.
 	listTagSQL = `SELECT ` + liveSelect + ` FROM readpast_job_tags t JOIN readpast_jobs ON id = t.job_id
 WHERE t.tag = ?7 AND t.job_id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4)
-  AND (?5 = '' OR group_key = ?5) AND (?3 = '' OR (?3 IN ('pending', 'running') AND state = ?3))
+  AND (?5 = '' OR group_key = ?5) AND (?3 = '' OR (?3 IN ('blocked', 'pending', 'running') AND state = ?3))
 UNION ALL
 SELECT ` + historySelect + ` FROM readpast_job_tags t JOIN readpast_history ON id = t.job_id
 WHERE t.tag = ?7 AND t.job_id < ?1 AND (?2 = '' OR queue = ?2) AND (?4 = '' OR kind = ?4)
@@ -251,7 +266,10 @@ ORDER BY lease_expires_at, id
 LIMIT ?2`
 	pruneSQL = `DELETE FROM readpast_history WHERE id IN (
     SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2
-      AND (unique_until IS NULL OR unique_until <= ?4) LIMIT ?3)
+      AND (unique_until IS NULL OR unique_until <= ?4)
+      AND NOT EXISTS (SELECT 1 FROM readpast_edges e
+                      WHERE e.parent_id = readpast_history.id AND e.state = 'held')
+    LIMIT ?3)
 RETURNING id, unique_key, tags`
 )
 
@@ -377,6 +395,14 @@ ORDER BY t.job_id LIMIT ?7`
 	// deleteFinishedSQL deletes history row ?1 and returns what must go
 	// with it.
 	deleteFinishedSQL = `DELETE FROM readpast_history WHERE id = ?1 RETURNING unique_key, tags`
+	// heldChildSQL finds a child that finished job ?1 holds (a held edge).
+	heldChildSQL = `SELECT child_id FROM readpast_edges
+WHERE parent_id = ?1 AND state = 'held' AND EXISTS (SELECT 1 FROM readpast_history WHERE id = ?1)
+ORDER BY child_id LIMIT 1`
+	// dropEdgesSQL deletes the edges of the deleted jobs in ?1 (a JSON
+	// array of ids), as child or parent.
+	dropEdgesSQL = `DELETE FROM readpast_edges
+WHERE child_id IN (SELECT value FROM json_each(?1)) OR parent_id IN (SELECT value FROM json_each(?1))`
 )
 
 // Limits per key (migrations/0008_limits.sql). A key's row in

@@ -109,6 +109,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentClaimsExactlyOnce", testConcurrentExactlyOnce},
 		{"ConcurrentGroupsNoOverlap", testConcurrentGroups},
 		{"GroupLimitsUnderStress", testGroupStress},
+		{"FlowsUnderStress", testFlowStress},
 		{"UniqueDuplicate", testUniqueDuplicate},
 		{"UniqueBatchSettlesEachEntry", testUniqueBatch},
 		{"UniqueScopes", testUniqueScopes},
@@ -145,6 +146,17 @@ func Run(t *testing.T, h Harness) {
 		{"TurnsKept", testTurnsKept},
 		{"WeightedTurns", testWeightedTurns},
 		{"RoundsCountTakenHeads", testRoundsCountTakenHeads},
+		{"FlowRunsInOrder", testFlowRunsInOrder},
+		{"FlowFanIn", testFlowFanIn},
+		{"FlowPolicies", testFlowPolicies},
+		{"FlowChainCancels", testFlowChainCancels},
+		{"FlowHoldThenRetry", testFlowHoldThenRetry},
+		{"FlowStaleParent", testFlowStaleParent},
+		{"FlowExistingParents", testFlowExistingParents},
+		{"FlowInvalid", testFlowInvalid},
+		{"FlowBlockedJobs", testFlowBlockedJobs},
+		{"FlowGroupedChild", testFlowGroupedChild},
+		{"FlowWakes", testFlowWakes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

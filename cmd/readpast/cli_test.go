@@ -159,7 +159,7 @@ func TestEnqueueFromStdinInProcess(t *testing.T) {
 	if err := runStats(ctx, []string{"--database-url", db}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stdout.String(), "\nbulk   1005 ") {
+	if !strings.Contains(stdout.String(), "\nbulk   0        1005 ") {
 		t.Errorf("stats = %q", stdout.String())
 	}
 	// A bad last line enqueues nothing.
@@ -172,7 +172,7 @@ func TestEnqueueFromStdinInProcess(t *testing.T) {
 	if err := runStats(ctx, []string{"--database-url", db}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(stdout.String(), "\nbulk   1005 ") {
+	if !strings.Contains(stdout.String(), "\nbulk   0        1005 ") {
 		t.Errorf("stats after a bad input = %q", stdout.String())
 	}
 }

@@ -30,6 +30,10 @@ type Input struct {
 	Limits map[string]int
 	// Rates are the keys' (groups') rates; a key not named has none.
 	Rates map[string]Rate
+	// Edges are the flows' edges (readpast.FlowJob.After) among the jobs
+	// the history names: checked for children started early and children
+	// stranded (flows.go).
+	Edges []Edge
 	// DBNow is the database's clock when Final was read (for jobs left
 	// running); zero means time.Now().
 	DBNow time.Time
@@ -38,7 +42,7 @@ type Input struct {
 	Grace time.Duration
 }
 
-// Report is what Check found. The first seven counts must be zero.
+// Report is what Check found. The first nine counts must be zero.
 type Report struct {
 	Enqueued  int // jobs whose enqueue was acknowledged
 	Completed int // of those, succeeded in the database
@@ -52,6 +56,8 @@ type Report struct {
 	RateOver      int // windows in which a key started more jobs than its rate allows
 	Stuck         int // jobs running past their lease plus the grace
 	StaleAccepted int // writes accepted with a token no longer current
+	EarlyStarts   int // children claimed before a parent succeeded (or, under run_anyway, ended)
+	Stranded      int // children left blocked with no parent that could still release them
 
 	Claims       int // jobs handed out
 	Reran        int // jobs claimed more than once (after a lease ran out, a release or a failure)
@@ -67,13 +73,14 @@ type Report struct {
 // OK reports whether the history shows no violation.
 func (r *Report) OK() bool {
 	return r.Lost == 0 && r.Duplicated == 0 && r.Overlapping == 0 && r.GroupOver == 0 &&
-		r.RateOver == 0 && r.Stuck == 0 && r.StaleAccepted == 0
+		r.RateOver == 0 && r.Stuck == 0 && r.StaleAccepted == 0 && r.EarlyStarts == 0 && r.Stranded == 0
 }
 
 // Summary is the report in one line.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d rate_over=%d stuck=%d stale_accepted=%d (failed=%d pending=%d claims=%d reran=%d redone=%d stale_refused=%d unknown=%d)",
+	return fmt.Sprintf("enqueued=%d completed=%d lost=%d duplicated=%d overlapping=%d group_over=%d rate_over=%d stuck=%d stale_accepted=%d early_starts=%d stranded=%d (failed=%d pending=%d claims=%d reran=%d redone=%d stale_refused=%d unknown=%d)",
 		r.Enqueued, r.Completed, r.Lost, r.Duplicated, r.Overlapping, r.GroupOver, r.RateOver, r.Stuck, r.StaleAccepted,
+		r.EarlyStarts, r.Stranded,
 		r.Failed, r.Pending, r.Claims, r.Reran, r.Redone, r.StaleRefused, r.Unknown)
 }
 
@@ -365,6 +372,7 @@ func Check(in Input) Report {
 	}
 
 	r.checkRates(in.Rates, claims)
+	r.checkFlows(in)
 
 	// Every acknowledged job against the database.
 	for id := range acked {

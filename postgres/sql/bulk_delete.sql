@@ -1,7 +1,9 @@
 -- One batch of BulkDelete (and Delete, $8 holding its one id): the
 -- finished jobs among the ids of the walk (the bulk_scan fragment; its
 -- parameters $1..$8) that still match the filters are deleted with their
--- tag rows and, as prune.sql does, the unique keys they still hold.
+-- tag rows, their edges and, as prune.sql does, the unique keys they
+-- still hold. A job that holds back a blocked child (holds_no_child) is
+-- neither deleted nor passed over: Delete explains.
 --
 -- Rendered "wait" (postgres/bulk.go, for the ids still held after the
 -- rounds), the rows are locked FOR UPDATE, waiting, one job at a time,
@@ -23,6 +25,7 @@ target AS (
     WHERE id = ANY (ARRAY(SELECT id FROM scan))
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR state = $3)
       AND ($5 = '' OR group_key = $5)
+      AND {{template "holds_no_child" "readpast_jobs_history.id"}}
     ORDER BY id
     FOR UPDATE{{if not .}} SKIP LOCKED{{end}}
 ),
@@ -40,12 +43,14 @@ freed_keys AS (
     DELETE FROM readpast_unique_keys k
     USING gone g
     WHERE g.unique_key IS NOT NULL AND k.unique_key = g.unique_key AND k.job_id = g.id
-)
+),
+{{template "drop_edges"}}
 SELECT (SELECT count(*) FROM gone),
        (SELECT max(id) FROM scan),
        ARRAY(SELECT s.id FROM scan s
              WHERE s.id NOT IN (SELECT id FROM target)
                AND EXISTS (SELECT 1 FROM readpast_jobs_history h WHERE h.id = s.id
                              AND ($1 = '' OR queue = $1) AND ($2 = '' OR kind = $2)
-                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5))),
+                             AND ($3 = '' OR state = $3) AND ($5 = '' OR group_key = $5)
+                             AND {{template "holds_no_child" "h.id"}})),
        NULL::text[];

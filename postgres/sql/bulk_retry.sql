@@ -50,9 +50,12 @@ old AS (
 revived AS (
     INSERT INTO readpast_jobs
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts,
-         worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, snoozes)
+         worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, snoozes,
+         has_children)
     SELECT id, queue, kind, payload, priority, now(), 'pending', 0, max_attempts,
-           worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0
+           worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0,
+           -- a parent that holds back children releases them when it succeeds
+           EXISTS (SELECT 1 FROM readpast_edges d WHERE d.parent_id = old.id AND d.state <> 'done')
     FROM old
     RETURNING id, queue, priority, run_at, group_key
 ),

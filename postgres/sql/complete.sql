@@ -3,7 +3,9 @@
 -- token) pair once, sorted by id, so job rows are locked in id order;
 -- group slots are then freed and the groups' next jobs marked (the
 -- free_slots fragment: job rows first, then group rows in key order).
--- Returns the ids that completed.
+-- Returns the ids that completed, their tokens, and whether each was a
+-- flow's parent (its children may have been released: the store then
+-- makes its next claims full ones and wakes its claimers).
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::jsonb[]) AS t(id, token, result)
 ),
@@ -52,4 +54,4 @@ ending AS (
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
 )
-SELECT id, token::text FROM done WHERE (SELECT count(*) FROM notified) >= 0;
+SELECT id, token::text, has_children FROM done WHERE (SELECT count(*) FROM notified) >= 0;

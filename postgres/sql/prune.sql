@@ -4,7 +4,9 @@
 -- period has not ended (unique_until, an Idempotency-Key's included) is
 -- kept until it has: the key holds for its whole period, and a duplicate
 -- is answered with the job. The unique keys the deleted jobs held are
--- freed with them. Their tag rows go too (primary-key
+-- freed with them. A job that holds back a blocked child
+-- (holds_no_child) is kept; the edges of the deleted jobs go with them
+-- (drop_edges). Their tag rows go too (primary-key
 -- lookups: the row lists its tags). History rows first, then key rows,
 -- as retry takes them; tag rows are only ever written by enqueue, for
 -- fresh ids, so deleting them waits on nobody.
@@ -14,6 +16,7 @@ WITH gone AS (
         SELECT id FROM readpast_jobs_history
         WHERE finished_at < $2 AND state = $1
           AND (unique_until IS NULL OR unique_until <= now())
+          AND {{template "holds_no_child" "readpast_jobs_history.id"}}
         LIMIT $3
     )
     RETURNING id, unique_key, tags
@@ -27,5 +30,6 @@ freed_keys AS (
     DELETE FROM readpast_unique_keys k
     USING gone g
     WHERE g.unique_key IS NOT NULL AND k.unique_key = g.unique_key AND k.job_id = g.id
-)
+),
+{{template "drop_edges"}}
 SELECT count(*) FROM gone;

@@ -15,7 +15,7 @@ FROM (
             NULL::timestamptz AS finished_at, errors, NULL::jsonb AS result, unique_key, unique_until,
             tags, snoozes
      FROM readpast_jobs
-     WHERE id < $6 AND ($2 = '' OR $2 IN ('pending', 'running'))
+     WHERE id < $6 AND ($2 = '' OR $2 IN ('blocked', 'pending', 'running'))
      ORDER BY id DESC
      LIMIT $8)
     UNION ALL

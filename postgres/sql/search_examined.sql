@@ -4,7 +4,7 @@
 SELECT count(*), coalesce(min(id), 0)
 FROM (
     (SELECT id FROM readpast_jobs
-     WHERE id < $2 AND ($1 = '' OR $1 IN ('pending', 'running'))
+     WHERE id < $2 AND ($1 = '' OR $1 IN ('blocked', 'pending', 'running'))
      ORDER BY id DESC
      LIMIT $3)
     UNION ALL

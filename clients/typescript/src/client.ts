@@ -28,6 +28,9 @@ import type {
   CompletionSpec,
   FailBody,
   FailSpec,
+  FlowBody,
+  FlowJobBody,
+  FlowJobSpec,
   HealthStatus,
   HeartbeatBody,
   HeartbeatResult,
@@ -208,6 +211,38 @@ export class Client {
     }
     const body: BatchBody = { jobs: jobs.map((j, i) => enqueueBody(j, `jobs[${i}]`)) };
     const res = await this.#request<JobsResponse>("POST", "/v1/jobs/batch", {
+      ...opts,
+      body,
+      headers: enqueueHeaders(opts),
+    });
+    return res.jobs;
+  }
+
+  /**
+   * `POST /v1/flows`: enqueues a flow, jobs that run after other jobs,
+   * atomically (all or none), and resolves with them in order: those with
+   * edges `blocked`, the others `pending`.
+   *
+   * ```ts
+   * const [extract, render] = await client.enqueueFlow([
+   *   { ref: "extract", kind: "extract", payload: { file: "a.csv" } },
+   *   { kind: "render", after: [{ ref: "extract" }, { job_id: 42, policy: "hold_child" }] },
+   * ]);
+   * ```
+   *
+   * A blocked job becomes pending once every job it runs after has
+   * succeeded; when one ends without succeeding, the edge's `policy`
+   * applies. An error names the entry (`field` `jobs[1].after[0].ref`); a
+   * `job_id` no job has is a `not_found` error, one whose job has
+   * finished `invalid_state`, each naming the job. `traceparent` and
+   * `tracestate` apply to every job of the flow.
+   */
+  async enqueueFlow(jobs: readonly FlowJobSpec[], opts: Omit<EnqueueOptions, "idempotencyKey"> = {}): Promise<Job[]> {
+    if (!Array.isArray(jobs) || jobs.length === 0) {
+      throw new TypeError("enqueueFlow needs a non-empty array of jobs");
+    }
+    const body: FlowBody = { jobs: jobs.map((j, i) => flowJobBody(j, `jobs[${i}]`)) };
+    const res = await this.#request<JobsResponse>("POST", "/v1/flows", {
       ...opts,
       body,
       headers: enqueueHeaders(opts),
@@ -481,4 +516,25 @@ export class Client {
     const body: TakeTokensBody = { n };
     return this.#request("POST", limitPath(key, "tokens"), { ...opts, body });
   }
+}
+
+/** One job of a flow as `POST /v1/flows` takes it; refuses a job or an
+ * `after` that is not of the right shape before anything is sent. */
+function flowJobBody(job: FlowJobSpec, name: string): FlowJobBody {
+  if (job === null || typeof job !== "object") {
+    throw new TypeError(`${name} must be an object with at least a kind`);
+  }
+  const { after, ...rest } = job;
+  const body: FlowJobBody = enqueueBody(rest, name);
+  if (after === undefined) return body;
+  if (!Array.isArray(after)) {
+    throw new TypeError(`${name}.after must be an array of edges`);
+  }
+  body.after = after.map((edge, k) => {
+    if (edge === null || typeof edge !== "object") {
+      throw new TypeError(`${name}.after[${k}] must be an object with a ref or a job_id`);
+    }
+    return compact(edge);
+  });
+  return body;
 }

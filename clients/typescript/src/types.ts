@@ -47,6 +47,35 @@ export type Time = Date | string;
  */
 export type JobSpec = Input<Omit<Schemas["EnqueueRequest"], "run_at">> & { run_at?: Time | undefined };
 
+/**
+ * What becomes of a flow's job when a job it runs after ends without
+ * succeeding (failed for good, cancelled): `cancel_child` (the default)
+ * cancels it, `run_anyway` counts the edge as satisfied, `hold_child`
+ * keeps it blocked until that parent is retried and succeeds (or the job
+ * is cancelled).
+ */
+export type EdgePolicy = NonNullable<Schemas["FlowEdge"]["policy"]>;
+
+/**
+ * One edge of a flow's job: the job it runs after, by the `ref` of a job
+ * of the same flow or by the `job_id` of a job enqueued before (exactly
+ * one of the two; that job must be blocked, pending or running), and the
+ * edge's `policy`.
+ */
+export type FlowEdge = Input<Schemas["FlowEdge"]>;
+
+/**
+ * One job of a flow (`enqueueFlow`): the enqueue fields but `unique_key`
+ * and `unique_for_seconds`, with `run_at` also as a `Date`; a `ref` the
+ * flow's other jobs name it by; and `after`, the jobs it runs after. A job
+ * with edges is stored `blocked` until they have succeeded (or ended
+ * otherwise, as each edge's policy says).
+ */
+export type FlowJobSpec = Input<Omit<Schemas["FlowJob"], "run_at" | "after">> & {
+  run_at?: Time | undefined;
+  after?: readonly FlowEdge[] | undefined;
+};
+
 /** The query of `GET /v1/jobs`: filters (every one given must match),
  * `limit` (page size), `cursor` and `summary`. */
 export type ListQuery = Loose<Omit<ListParams, "cursor">> & {
@@ -138,6 +167,8 @@ export type ErrorBody = Schemas["Error"];
 // Request bodies as sent, for the client's own checks.
 export type EnqueueBody = Schemas["EnqueueRequest"];
 export type BatchBody = Schemas["BatchRequest"];
+export type FlowBody = Schemas["FlowRequest"];
+export type FlowJobBody = Schemas["FlowJob"];
 export type CompleteBody = Schemas["CompleteRequest"];
 export type CompleteBatchBody = Schemas["CompleteBatchRequest"];
 export type CompleteBatchResponse = Schemas["CompleteBatchResponse"];

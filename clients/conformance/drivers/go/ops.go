@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,6 +21,7 @@ func (c *api) do(ctx context.Context, op string, raw json.RawMessage) (any, erro
 	ops := map[string]func(context.Context, json.RawMessage) (any, error){
 		"enqueue":       c.enqueue,
 		"enqueue_batch": c.enqueueBatch,
+		"enqueue_flow":  c.enqueueFlow,
 		"claim":         c.claim,
 		"complete":      c.complete,
 		"fail":          c.fail,
@@ -55,6 +57,16 @@ func decodeArgs(raw json.RawMessage, dst any) error {
 		return &errorInfo{Code: "driver_bad_args", Message: err.Error()}
 	}
 	return nil
+}
+
+// badArgsAt names where in the arguments decodeArgs failed.
+func badArgsAt(where string, err error) error {
+	msg := err.Error()
+	var ei *errorInfo
+	if errors.As(err, &ei) {
+		msg = ei.Message
+	}
+	return &errorInfo{Code: "driver_bad_args", Message: where + ": " + msg}
 }
 
 // enqueueArgs are the arguments of enqueue and of each job of
@@ -119,6 +131,46 @@ func (c *api) enqueueBatch(ctx context.Context, raw json.RawMessage) (any, error
 	}
 	var out httpapi.JobsResponse
 	if err := c.call(ctx, "POST", "/v1/jobs/batch", nil, body, &out); err != nil {
+		return nil, err
+	}
+	return map[string]any{"jobs": jobsOf(out.Jobs)}, nil
+}
+
+// enqueueFlow sends the body of POST /v1/flows, {"jobs": args.jobs}: each
+// job and each of its edges decoded strictly into the API's wire types
+// (an unknown field is a mistake in the scenario), then sent as they are.
+func (c *api) enqueueFlow(ctx context.Context, raw json.RawMessage) (any, error) {
+	var a struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	body := httpapi.FlowRequest{Jobs: make([]json.RawMessage, 0, len(a.Jobs))}
+	for i, rawJob := range a.Jobs {
+		var j httpapi.FlowJobRequest
+		if err := decodeArgs(rawJob, &j); err != nil {
+			return nil, badArgsAt(fmt.Sprintf("jobs[%d]", i), err)
+		}
+		for k, rawEdge := range j.After {
+			var e httpapi.FlowEdgeRequest
+			if err := decodeArgs(rawEdge, &e); err != nil {
+				return nil, badArgsAt(fmt.Sprintf("jobs[%d].after[%d]", i, k), err)
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				return nil, err
+			}
+			j.After[k] = b
+		}
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, err
+		}
+		body.Jobs = append(body.Jobs, b)
+	}
+	var out httpapi.JobsResponse
+	if err := c.call(ctx, "POST", "/v1/flows", nil, body, &out); err != nil {
 		return nil, err
 	}
 	return map[string]any{"jobs": jobsOf(out.Jobs)}, nil

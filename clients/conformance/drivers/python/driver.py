@@ -95,6 +95,12 @@ def spec_of(args, extra=()):
     return spec, rest
 
 
+# The fields of a flow job and of its edges in POST /v1/flows: others are
+# a mistake in the scenario.
+FLOW_JOB_FIELDS = ("ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after")
+FLOW_EDGE_FIELDS = ("ref", "job_id", "policy")
+
+
 class Driver:
     def __init__(self, url, token):
         self.url, self.token = url, token
@@ -110,6 +116,23 @@ class Driver:
     def op_enqueue_batch(self, a):
         (jobs,) = take(a, required=("jobs",))
         return jobs_out(self.c.enqueue_many([spec_of(j)[0] for j in jobs]))
+
+    def op_enqueue_flow(self, a):
+        """The body's jobs as they are: enqueue_flow takes mappings of the
+        API's flow job fields (and of its edge fields in ``after``)."""
+        (jobs,) = take(a, required=("jobs",))
+        if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+            raise DriverError("driver_bad_args", "jobs must be a list of objects")
+        for i, j in enumerate(jobs):
+            unknown = set(j) - set(FLOW_JOB_FIELDS)
+            edges = j.get("after") or []
+            if isinstance(edges, list):
+                for k, e in enumerate(edges):
+                    if isinstance(e, dict):
+                        unknown |= {"after[%d].%s" % (k, f) for f in set(e) - set(FLOW_EDGE_FIELDS)}
+            if unknown:
+                raise DriverError("driver_bad_args", "jobs[%d]: unknown fields: %s" % (i, ", ".join(sorted(unknown))))
+        return jobs_out(self.c.enqueue_flow(jobs))
 
     def op_claim(self, a):
         worker, queues, limit, lease, wait = take(a, "queues", "limit", "lease_seconds", "wait_seconds",

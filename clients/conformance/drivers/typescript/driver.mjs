@@ -97,6 +97,11 @@ const SPEC_ARGS = [
   "tags",
 ];
 
+/** The fields of a flow job and of its edges in `POST /v1/flows`: others
+ * are a mistake in the scenario. */
+const FLOW_JOB_FIELDS = ["ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after"];
+const FLOW_EDGE_FIELDS = ["ref", "job_id", "policy"];
+
 /** A JobSpec of the library from enqueue arguments. */
 function specOf(args, extra = []) {
   const a = take(args, ["kind"], [...SPEC_ARGS, ...extra]);
@@ -131,6 +136,30 @@ class Driver {
     const { jobs } = take(args, ["jobs"]);
     if (!Array.isArray(jobs)) throw new DriverError("driver_bad_args", "jobs must be a list");
     return jobsOut(await this.c.enqueueMany(jobs.map((j) => specOf(j))));
+  }
+
+  /** The body's jobs as they are: enqueueFlow takes the API's flow job
+   * fields. */
+  async enqueue_flow(args) {
+    const { jobs } = take(args, ["jobs"]);
+    if (!Array.isArray(jobs)) throw new DriverError("driver_bad_args", "jobs must be a list");
+    jobs.forEach((j, i) => {
+      if (j === null || typeof j !== "object" || Array.isArray(j)) {
+        throw new DriverError("driver_bad_args", `jobs[${i}] must be an object`);
+      }
+      const unknown = Object.keys(j).filter((f) => !FLOW_JOB_FIELDS.includes(f));
+      if (Array.isArray(j.after)) {
+        j.after.forEach((e, k) => {
+          if (e !== null && typeof e === "object") {
+            unknown.push(...Object.keys(e).filter((f) => !FLOW_EDGE_FIELDS.includes(f)).map((f) => `after[${k}].${f}`));
+          }
+        });
+      }
+      if (unknown.length > 0) {
+        throw new DriverError("driver_bad_args", `jobs[${i}]: unknown fields: ${unknown.sort().join(", ")}`);
+      }
+    });
+    return jobsOut(await this.c.enqueueFlow(jobs));
   }
 
   async claim(args) {

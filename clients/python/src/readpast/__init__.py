@@ -31,6 +31,7 @@ from .errors import (
     UnauthorizedError,
     UnavailableError,
 )
+from .flows import EDGE_POLICIES, After, FlowJob
 from .models import (
     AttemptError,
     BulkResult,
@@ -62,8 +63,11 @@ __all__ = [
     "Snooze",
     "Cancel",
     "Discard",
+    "After",
     "AttemptError",
     "BulkResult",
+    "EDGE_POLICIES",
+    "FlowJob",
     "Job",
     "JobPage",
     "JobSpec",

@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ._http import ConnHook, job_id_of, segment, set_fields
 from ._transport import DEFAULT_TIMEOUT, Transport
 from .errors import APIError, TransportError, error_from_response
+from .flows import FlowJob
 from .models import (
     JSON,
     BulkResult,
@@ -166,6 +167,39 @@ class Client(Transport):
             raise ValueError("enqueue_many needs at least one job")
         headers = trace_headers(traceparent, tracestate)
         return [Job.from_json(j) for j in self._request("POST", "/v1/jobs/batch", {"jobs": body}, headers=headers)["jobs"]]
+
+    def enqueue_flow(
+        self,
+        jobs: Iterable[Union[FlowJob, Mapping[str, Any]]],
+        *,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
+    ) -> List[Job]:
+        """``POST /v1/flows``: enqueues a flow, jobs that run after other
+        jobs, atomically (all or none), and returns them in order: those
+        with edges ``blocked``, the others ``pending``. Each is a
+        :class:`FlowJob` or a mapping of the API's flow job fields::
+
+            extract, render = client.enqueue_flow([
+                FlowJob("extract", {"file": "a.csv"}, ref="extract"),
+                FlowJob("render", after=["extract", After(job_id=42, policy="hold_child")]),
+            ])
+
+        A blocked job becomes pending once every job it runs after has
+        succeeded; when one ends without succeeding, the edge's policy
+        applies (see :data:`readpast.EDGE_POLICIES`). An error names the
+        entry (``field="jobs[1].after[0].ref"``); a ``job_id`` no job has
+        raises :class:`NotFoundError`, one whose job has finished
+        :class:`InvalidStateError`, naming the job. ``traceparent`` and
+        ``tracestate`` are as for :meth:`enqueue`, for every job of the
+        flow."""
+        body: List[Dict[str, Any]] = []
+        for j in jobs:
+            body.append(j.to_json() if isinstance(j, FlowJob) else dict(j))
+        if not body:
+            raise ValueError("enqueue_flow needs at least one job")
+        headers = trace_headers(traceparent, tracestate)
+        return [Job.from_json(j) for j in self._request("POST", "/v1/flows", {"jobs": body}, headers=headers)["jobs"]]
 
     # ---- jobs ------------------------------------------------------------
 

@@ -262,13 +262,15 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class StateCounts:
-    """How many jobs are in each state."""
+    """How many jobs are in each state (``blocked``: jobs of flows
+    waiting for the jobs they run after)."""
 
     pending: int = 0
     running: int = 0
     succeeded: int = 0
     failed: int = 0
     cancelled: int = 0
+    blocked: int = 0
 
     @classmethod
     def from_json(cls, d: Optional[Mapping[str, Any]]) -> "StateCounts":
@@ -279,6 +281,7 @@ class StateCounts:
             succeeded=int(d.get("succeeded", 0)),
             failed=int(d.get("failed", 0)),
             cancelled=int(d.get("cancelled", 0)),
+            blocked=int(d.get("blocked", 0)),
         )
 
 
