@@ -131,7 +131,13 @@ func testFlowStress(t *testing.T, h Harness) {
 		mu.Unlock()
 		var err error
 		if rng.IntN(2) == 0 {
-			_, err = s.Cancel(ctx, id)
+			inv := time.Now()
+			if _, err = s.Cancel(context.WithoutCancel(ctx), id); err == nil {
+				// The cancel ends the job's claim, if it runs: the
+				// checker must know, as the job may be retried and
+				// claimed again within that claim's lease.
+				hl.Add(history.Event{Op: history.OpCancel, ID: id, Inv: inv.UnixNano(), Ret: time.Now().UnixNano(), Out: history.OutOK})
+			}
 		} else if retriable {
 			_, err = s.Retry(ctx, id)
 		}

@@ -187,6 +187,20 @@ func Check(in Input) Report {
 		}
 	}
 
+	// An operator's cancel ends the claims of its job made before it
+	// returned (the job may then be retried and claimed again).
+	for _, e := range in.Events {
+		if e.Op != OpCancel || e.Out != OutOK {
+			continue
+		}
+		for _, c := range perJob[e.ID] {
+			if c.Inv < e.Ret {
+				c.valid = min(c.valid, e.Ret)
+				c.held = min(c.held, e.Ret)
+			}
+		}
+	}
+
 	// A job claimed again while an earlier claim was certainly valid.
 	overlapping := map[int64]bool{}
 	for id, cs := range perJob {

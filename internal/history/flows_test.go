@@ -76,3 +76,22 @@ func TestFlowStranded(t *testing.T) {
 		t.Fatalf("child behind a live parent counted stranded: %s", r.Summary())
 	}
 }
+
+// TestOperatorCancelEndsTheClaim: a job cancelled by an operator while
+// claimed, then retried and claimed again within the first claim's
+// lease, is no overlap; without the cancel it is one.
+func TestOperatorCancelEndsTheClaim(t *testing.T) {
+	b := (&h{}).enqueue(1, "").
+		claim("w", 1, "t1", "", 10, 11, 1000).
+		add(Event{Op: OpCancel, Proc: "op", ID: 1, Inv: at(20), Ret: at(21), Out: OutOK}).
+		claim("v", 1, "t2", "", 30, 31, 1000).write(OpComplete, "v", 1, "t2", 40, 41, OutOK)
+	if r := check(t, b, map[int64]Final{1: succeeded("t2")}, nil); r.Overlapping != 0 {
+		t.Fatalf("a claim after an operator's cancel and retry: %s", r.Summary())
+	}
+	b = (&h{}).enqueue(1, "").
+		claim("w", 1, "t1", "", 10, 11, 1000).
+		claim("v", 1, "t2", "", 30, 31, 1000).write(OpComplete, "v", 1, "t2", 40, 41, OutOK)
+	if r := check(t, b, map[int64]Final{1: succeeded("t2")}, nil); r.Overlapping == 0 {
+		t.Fatalf("a claim within a valid lease, no cancel between: %s", r.Summary())
+	}
+}

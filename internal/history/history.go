@@ -45,6 +45,9 @@ const (
 	OpFail      = "fail"
 	OpRelease   = "release"
 	OpExtend    = "extend"
+	// OpCancel is an operator's cancel of job ID (no token): an accepted
+	// one ends every claim of the job made before it returned.
+	OpCancel = "cancel"
 )
 
 // Outcomes of a call.
