@@ -190,9 +190,8 @@ func (c Config) validate() error {
 	seen := map[string]bool{}
 	for i, p := range c.Schedules {
 		if _, _, err := p.Normalize(time.Now()); err != nil {
-			var fe *FieldError
-			if errors.As(err, &fe) {
-				return invalid(fmt.Sprintf("Schedules[%d].%s", i, fe.Field), "%s", fe.Message)
+			if fe := (*FieldError)(nil); errors.As(err, &fe) {
+				return prefixField(fmt.Sprintf("Schedules[%d].", i), fe)
 			}
 			return fmt.Errorf("schedule %d: %w", i, err)
 		}

@@ -279,7 +279,9 @@ func flowCycle(jobs []FlowJob, refs map[string]int) (int, bool) {
 	return i, true
 }
 
-// prefixField puts prefix before the field a *FieldError names.
+// prefixField puts prefix before the field a *FieldError names (the
+// field of an element: jobs[2].kind, job.kind); other errors pass as
+// they are.
 func prefixField(prefix string, err error) error {
 	if fe, ok := err.(*FieldError); ok {
 		return &FieldError{Field: prefix + fe.Field, Message: fe.Message}

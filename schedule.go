@@ -175,10 +175,7 @@ func (p ScheduleParams) Normalize(now time.Time) (ScheduleParams, *CronSchedule,
 	}
 	j, err := p.Job.Normalize(now)
 	if err != nil {
-		if fe, ok := err.(*FieldError); ok {
-			return p, nil, &FieldError{Field: "job." + fe.Field, Message: fe.Message}
-		}
-		return p, nil, err
+		return p, nil, prefixField("job.", err)
 	}
 	j.RunAt = time.Time{}
 	p.Job = j

@@ -4,8 +4,8 @@
 -- each job's number of edges (waiting_on: a job with any is 'blocked',
 -- never claimed until they are resolved), $12 whether a job of the flow
 -- runs after it (has_children: its final transition resolves its edges).
--- Only the pending jobs get ready marks (as mark_enqueued gives them); a
--- blocked job gets its mark when it is released. Rows come back in input
+-- Only the pending jobs get ready marks (mark_enqueued); a blocked job
+-- gets its mark when it is released. Rows come back in input
 -- order with their states.
 WITH input AS (
     SELECT *
@@ -27,15 +27,7 @@ changes AS (
     SELECT queue, state, 1::bigint AS n FROM inserted
 ),
 {{template "count_changes"}},
-marked AS (
-    INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
-    SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key
-    FROM (SELECT queue, priority, run_at, id, group_key,
-                 row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
-                                    ORDER BY priority, run_at, id) AS rn
-          FROM inserted WHERE group_key IS NOT NULL AND state = 'pending') i
-    WHERE rn = 1 OR run_at > now()
-),
+{{template "mark_enqueued"}},
 {{template "tag_enqueued"}},
 notified AS (
     SELECT pg_notify('readpast', '')

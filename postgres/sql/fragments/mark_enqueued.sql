@@ -4,7 +4,8 @@ CTE
     inserted (the readpast_jobs rows just inserted)
 and defines marked.
 
-Per group and queue, the first due job of the batch gets a mark, and so
+Only pending jobs get marks: a flow's blocked jobs get theirs when they
+are released (migrations/0016_flows.sql). Per group and queue, the first due job of the batch gets a mark, and so
 does every job not yet due. The batch's later due jobs of a group need
 none: they commit with the first one, so whoever decides on the group
 through its mark sees them, and marks the next of them while a slot is
@@ -16,6 +17,6 @@ marked AS (
     FROM (SELECT queue, priority, run_at, id, group_key,
                  row_number() OVER (PARTITION BY group_key, queue, run_at <= now()
                                     ORDER BY priority, run_at, id) AS rn
-          FROM inserted WHERE group_key IS NOT NULL) i
+          FROM inserted WHERE group_key IS NOT NULL AND state = 'pending') i
     WHERE rn = 1 OR run_at > now()
 ){{end}}
