@@ -577,3 +577,62 @@ func Example_flows() {
 	// render
 	// email
 }
+
+// A batch: thumbnails join it as uploads arrive, in any number of calls;
+// once it is sealed and every thumbnail has ended, the finishing job runs
+// and reads how they ended.
+func Example_batches() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "readpast-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "readpast.db"), sqlite.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	done := make(chan string, 1)
+	workers := readpast.NewWorkers()
+	workers.Handle("thumbnail", func(ctx context.Context, job *readpast.Job) (any, error) {
+		return nil, nil
+	}, nil)
+	workers.Handle("notify", func(ctx context.Context, job *readpast.Job) (any, error) {
+		b, err := job.Batch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		done <- fmt.Sprintf("%d thumbnails: %d succeeded, %d failed", b.Members, b.Succeeded, b.Failed)
+		return nil, nil
+	}, nil)
+	client, err := readpast.NewClient(store, readpast.Config{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer client.Stop(ctx)
+
+	finisher, err := client.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "notify"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, upload := range [][]string{{"a.png", "b.png"}, {"c.png"}} {
+		var jobs []readpast.EnqueueParams
+		for _, name := range upload {
+			jobs = append(jobs, readpast.EnqueueParams{Kind: "thumbnail", Payload: []byte(fmt.Sprintf(`{"file":%q}`, name))})
+		}
+		if _, err := client.AddToBatch(ctx, finisher.ID, jobs...); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if _, err := client.SealBatch(ctx, finisher.ID); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(<-done)
+	// Output:
+	// 3 thumbnails: 3 succeeded, 0 failed
+}

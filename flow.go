@@ -71,6 +71,33 @@ type FlowJob struct {
 	After []After
 }
 
+// ParentError refuses a flow for an earlier job it names as a parent by
+// id that is not live: unknown (it unwraps to ErrNotFound) or finished
+// (ErrInvalidState; State says how it ended). Nothing of the flow is
+// stored.
+type ParentError struct {
+	// ID is the parent's job id.
+	ID int64
+	// State is the parent's state; empty when no job has the id.
+	State JobState
+}
+
+// Error names the parent and what is wrong with it.
+func (e *ParentError) Error() string {
+	if e.State == "" {
+		return fmt.Sprintf("parent job %d: %v", e.ID, ErrNotFound)
+	}
+	return fmt.Sprintf("parent job %d is %s already: %v", e.ID, e.State, ErrInvalidState)
+}
+
+// Unwrap returns ErrNotFound for an unknown parent, else ErrInvalidState.
+func (e *ParentError) Unwrap() error {
+	if e.State == "" {
+		return ErrNotFound
+	}
+	return ErrInvalidState
+}
+
 // FlowStore is implemented by stores that keep jobs' dependencies (both
 // stores). See docs/design/workflows.md.
 type FlowStore interface {

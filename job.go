@@ -115,6 +115,10 @@ type Job struct {
 	// carries them; see docs/design/tracing.md.
 	Traceparent string `json:"traceparent,omitempty"`
 	Tracestate  string `json:"tracestate,omitempty"`
+
+	// flows reads the job's relatives for Parents and ParentResults: set
+	// on the jobs a Client hands to handlers.
+	flows FlowInspector
 }
 
 // EnqueueParams describes one job to enqueue. Zero values take defaults.

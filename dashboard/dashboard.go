@@ -1,7 +1,8 @@
 // Package dashboard serves readpast's web dashboard: an overview of the
 // queues (counts, throughput and latency over the last hour, busiest
 // groups, refreshed live), a job list with filters and text search, each
-// job's page, the periodic schedules, and the actions an operator takes
+// job's page with its parents and children, a drawing of each flow, the
+// periodic schedules, and the actions an operator takes
 // (retry, cancel, run now, pause and resume a queue or a schedule).
 //
 // Pages are rendered on the server with html/template; the few lines of
@@ -71,8 +72,11 @@ type Config struct {
 // Handler serves the dashboard. Close it when done: it ends the overview's
 // background refreshes.
 type Handler struct {
-	store    readpast.Store
-	insp     readpast.Inspector
+	store readpast.Store
+	insp  readpast.Inspector
+	// flows reads edges for the job and flow pages; nil when the store
+	// keeps no flows.
+	flows    readpast.FlowInspector
 	guard    *httpapi.Guard
 	throttle *httpapi.Throttle
 	log      *slog.Logger
@@ -135,6 +139,7 @@ func New(cfg Config) (*Handler, error) {
 		loginAge: cmp.Or(cfg.LoginMaxAge, DefaultLoginMaxAge),
 		now:      time.Now,
 	}
+	h.flows, _ = cfg.Store.(readpast.FlowInspector)
 	_, _ = rand.Read(h.csrfKey) // never fails (crypto/rand)
 	h.overview = newSampler(insp, log, cmp.Or(cfg.RefreshInterval, DefaultRefreshInterval))
 	h.routes()
@@ -160,6 +165,7 @@ func (h *Handler) routes() {
 	page("GET /overview/live", h.overviewLive)
 	page("GET /jobs", h.jobsPage)
 	page("GET /jobs/{id}", h.jobPage)
+	page("GET /jobs/{id}/flow", h.flowPage)
 	page("POST /jobs/{id}/{action}", h.jobAction)
 	page("GET /bulk/{action}", h.bulkPage)
 	page("POST /bulk/{action}", h.bulkDo)

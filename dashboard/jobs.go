@@ -142,6 +142,13 @@ type jobData struct {
 	Actions  []jobAction
 	Next     string
 	Now      time.Time
+	// Parents and Children are the jobs at the other ends of its edges
+	// (at most relativesShown of each; MoreParents and MoreChildren say
+	// there are more); FlowURL is its flow page's address, when it has
+	// edges.
+	Parents, Children         []relativeView
+	MoreParents, MoreChildren bool
+	FlowURL                   template.URL
 }
 
 type attemptView struct {
@@ -200,6 +207,10 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 		d.Attempts = append(d.Attempts, attemptView{AttemptError: e, Trace: cutText(e.Stack, maxShown)})
 	}
 	d.Actions = actionsFor(j, d.Now)
+	if err := h.relatives(r, &d); err != nil {
+		h.storeError(w, r, v, err)
+		return
+	}
 	h.render(w, r, v, http.StatusOK, "job", page{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: d})
 }
 

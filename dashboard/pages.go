@@ -65,6 +65,16 @@ func parsePages(a *assets) (*pages, error) {
 		"queueURL":   queueURL,
 		"retriesURL": retriesURL,
 		"tagJobs":    func(tag string) template.URL { return jobsURL(filter{Tag: tag}.values()) },
+		"relatives":  newRelativesTable,
+		"jobURLOf":   jobURL,
+		"nodeW":      func() int { return nodeW },
+		"nodeH":      func() int { return nodeH },
+		"edgeStates": func() []readpast.EdgeState {
+			return []readpast.EdgeState{readpast.EdgeOpen, readpast.EdgeHeld, readpast.EdgeDone}
+		},
+		"edgePolicies": func() []readpast.EdgePolicy {
+			return []readpast.EdgePolicy{readpast.CancelChild, readpast.RunAnyway, readpast.HoldChild}
+		},
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {

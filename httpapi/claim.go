@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -53,7 +54,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		pg, jobs, err := s.claimBatch(r, args.Params)
+		pg, jobs, err := s.claimBatch(r, args.Params, args.ParentResults)
 		if w != nil {
 			s.waiters.done(w, len(jobs) > 0)
 		}
@@ -100,8 +101,11 @@ func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, d
 // It stops when a call returns fewer jobs than asked or the budget is full;
 // jobs claimed that do not fit are released at once, unworked. It returns
 // an error only when it claimed nothing: a later call's error ends the
-// batch with the jobs claimed so far, which the client must get.
-func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams) (*pager, []*readpast.Job, error) {
+// batch with the jobs claimed so far, which the client must get. With
+// parents, each job that runs after others carries its parents' results,
+// read in one statement per store call (parentResultsOf); a failed read
+// releases that call's jobs.
+func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents bool) (*pager, []*readpast.Job, error) {
 	pg := newPager(s.maxResp, int(s.maxBody))
 	var claimed []*readpast.Job
 	for want := p.Limit; want > 0 && !pg.full; {
@@ -115,10 +119,22 @@ func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams) (*pager, []
 			s.log.WarnContext(r.Context(), "claim: a later batch failed; answering with the jobs so far", slog.Any("error", err))
 			break
 		}
+		var results map[int64]map[string]json.RawMessage
+		if parents && len(jobs) > 0 {
+			if results, err = s.parentResultsOf(r, jobs); err != nil {
+				s.releaseJobs(r.Context(), jobs, "release claimed jobs whose parents' results could not be read")
+				if len(claimed) == 0 {
+					return nil, nil, err
+				}
+				s.log.WarnContext(r.Context(), "claim: reading parent results failed; answering with the jobs so far", slog.Any("error", err))
+				break
+			}
+		}
 		var over []*readpast.Job
 		for i, j := range jobs {
 			wj := NewJob(j)
 			wj.Token = j.Token
+			wj.ParentResults = results[j.ID]
 			added, err := pg.add(j, wj)
 			if err != nil {
 				s.releaseJobs(r.Context(), append(claimed, jobs[i:]...), "release claimed jobs that could not be encoded")

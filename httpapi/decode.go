@@ -351,7 +351,7 @@ func decodeClaim(body []byte) (claimArgs, *apiError) {
 		}
 		return claimArgs{}, &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: err.Error()}
 	}
-	return claimArgs{Params: p, Wait: wait}, nil
+	return claimArgs{Params: p, Wait: wait, ParentResults: req.ParentResults}, nil
 }
 
 // decodeComplete decodes the body of POST /v1/jobs/{id}/complete.

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/readpast/readpast"
 )
 
@@ -177,7 +175,7 @@ func (s *server) enqueueFlow(w http.ResponseWriter, r *http.Request) {
 			s.writeStoreError(w, r, err) // logs, writes nothing
 			return
 		}
-		s.writeError(w, r, s.flowError(r.Context(), err, flow))
+		s.writeError(w, r, s.flowError(err, flow))
 		return
 	}
 	if len(jobs) != len(flow) {
@@ -204,56 +202,29 @@ func (s *server) flowTraced(ctx context.Context, r *http.Request, traceparent, t
 		}
 		return fs.EnqueueFlow(ctx, f)
 	}
-	t, _ := r.Context().Value(tracingKey{}).(*readpast.Tracing)
-	if t == nil {
-		if traceparent != "" {
-			for i := range params {
-				params[i].Traceparent, params[i].Tracestate = traceparent, tracestate
-			}
-		}
-		return insert(ctx, params)
-	}
-	if traceparent != "" {
-		carrier := propagation.MapCarrier{HeaderTraceparent: traceparent}
-		if tracestate != "" {
-			carrier[HeaderTracestate] = tracestate
-		}
-		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
-	}
-	return t.Enqueue(ctx, params, insert)
+	return s.insertTraced(ctx, r, traceparent, tracestate, params, insert)
 }
 
 // flowError maps an error of EnqueueFlow to its response. A parent named
 // by job_id that is unknown (404 not_found) or finished (409
-// invalid_state) is named in the message, and its edge in the field: the
-// first such edge, found by looking the parents up again.
-func (s *server) flowError(ctx context.Context, err error, flow []readpast.FlowJob) *apiError {
-	notFound, finished := errors.Is(err, readpast.ErrNotFound), errors.Is(err, readpast.ErrInvalidState)
-	if !notFound && !finished {
+// invalid_state), a *readpast.ParentError, is named in the message, and
+// its first edge in the field.
+func (s *server) flowError(err error, flow []readpast.FlowJob) *apiError {
+	var pe *readpast.ParentError
+	if !errors.As(err, &pe) {
 		return s.storeError(err)
 	}
-	seen := map[int64]bool{}
+	field := "jobs"
 	for i, fj := range flow {
-		for k, a := range fj.After {
-			if a.JobID == 0 || seen[a.JobID] {
-				continue
-			}
-			seen[a.JobID] = true
-			field := fmt.Sprintf("jobs[%d].after[%d].job_id", i, k)
-			j, gerr := s.store.Get(ctx, a.JobID)
-			switch {
-			case errors.Is(gerr, readpast.ErrNotFound):
-				return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Field: field,
-					Message: fmt.Sprintf("parent job %d not found; nothing was enqueued", a.JobID)}
-			case gerr == nil && j.State.Final():
-				return &apiError{Status: http.StatusConflict, Code: CodeInvalidState, Field: field,
-					Message: fmt.Sprintf("parent job %d is %s already: a job can only run after a blocked, pending or running job; nothing was enqueued", a.JobID, j.State)}
-			}
+		if k := slices.IndexFunc(fj.After, func(a readpast.After) bool { return a.JobID == pe.ID }); k >= 0 {
+			field = fmt.Sprintf("jobs[%d].after[%d].job_id", i, k)
+			break
 		}
 	}
-	if notFound {
-		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "a parent job was not found; nothing was enqueued"}
+	if pe.State == "" {
+		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Field: field,
+			Message: fmt.Sprintf("parent job %d not found; nothing was enqueued", pe.ID)}
 	}
-	return &apiError{Status: http.StatusConflict, Code: CodeInvalidState,
-		Message: "a parent job is not blocked, pending or running; nothing was enqueued"}
+	return &apiError{Status: http.StatusConflict, Code: CodeInvalidState, Field: field,
+		Message: fmt.Sprintf("parent job %d is %s already: a job can only run after a blocked, pending or running job; nothing was enqueued", pe.ID, pe.State)}
 }

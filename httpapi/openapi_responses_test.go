@@ -248,6 +248,39 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("DELETE", "/v1/jobs/{id}", "/v1/jobs/0", ``, 400)
 	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"queue":"ctl","state":"cancelled"}`, 200)
 	do("POST", "/v1/bulk/delete", "/v1/bulk/delete", `{"state":"running"}`, 400)
+	// Flow inspection, and a claim that asks for parent results.
+	var fl JobsResponse
+	if err := json.Unmarshal(do("POST", "/v1/flows", "/v1/flows", `{"jobs":[{"ref":"p","kind":"fa","queue":"insp"},{"kind":"fb","queue":"insp","after":[{"ref":"p"}]}]}`, 201), &fl); err != nil {
+		t.Fatal(err)
+	}
+	do("GET", "/v1/jobs/{id}/relatives", fmt.Sprintf("/v1/jobs/%d/relatives", fl.Jobs[1].ID), ``, 200)
+	do("GET", "/v1/jobs/{id}/relatives", fmt.Sprintf("/v1/jobs/%d/relatives?limit=0", fl.Jobs[1].ID), ``, 400)
+	do("GET", "/v1/jobs/{id}/relatives", "/v1/jobs/999999/relatives", ``, 404)
+	do("GET", "/v1/jobs/{id}/flow", fmt.Sprintf("/v1/jobs/%d/flow?limit=1", fl.Jobs[0].ID), ``, 200)
+	do("GET", "/v1/jobs/{id}/flow", fmt.Sprintf("/v1/jobs/%d/flow?depth=1", fl.Jobs[0].ID), ``, 400)
+	do("GET", "/v1/jobs/{id}/flow", "/v1/jobs/999999/flow", ``, 404)
+	pc := do("POST", "/v1/claim", "/v1/claim", `{"worker":"w","queues":["insp"],"parent_results":true}`, 200)
+	if err := json.Unmarshal(pc, &c); err != nil || len(c.Jobs) != 1 {
+		t.Fatalf("claim: %s", pc)
+	}
+	do("POST", "/v1/jobs/{id}/complete", id(c.Jobs[0], "complete"), tok(c.Jobs[0])+`,"result":{"n":1}}`, 200)
+	do("POST", "/v1/claim", "/v1/claim", `{"worker":"w","queues":["insp"],"parent_results":true}`, 200)
+	do("GET", "/v1/jobs/{id}/relatives", fmt.Sprintf("/v1/jobs/%d/relatives", fl.Jobs[1].ID), ``, 200)
+	// Batches.
+	var bt Batch
+	if err := json.Unmarshal(do("POST", "/v1/batches", "/v1/batches", `{"finisher":{"kind":"fin","queue":"bt"}}`, 201), &bt); err != nil {
+		t.Fatal(err)
+	}
+	do("POST", "/v1/batches", "/v1/batches", `{"finisher":{"kind":"fin","unique_key":"u"}}`, 400)
+	bpath := fmt.Sprintf("/v1/batches/%d", bt.ID)
+	do("POST", "/v1/batches/{id}/jobs", bpath+"/jobs", `{"jobs":[{"kind":"m","queue":"bt"}]}`, 201)
+	do("POST", "/v1/batches/{id}/jobs", bpath+"/jobs", `{"jobs":[]}`, 400)
+	do("POST", "/v1/batches/{id}/jobs", "/v1/batches/999999/jobs", `{"jobs":[{"kind":"m"}]}`, 404)
+	do("GET", "/v1/batches/{id}", bpath, ``, 200)
+	do("GET", "/v1/batches/{id}", "/v1/batches/999999", ``, 404)
+	do("POST", "/v1/batches/{id}/seal", bpath+"/seal", ``, 200)
+	do("POST", "/v1/batches/{id}/seal", "/v1/batches/999999/seal", `{}`, 404)
+	do("POST", "/v1/batches/{id}/jobs", bpath+"/jobs", `{"jobs":[{"kind":"m","queue":"bt"}]}`, 409)
 	do("GET", "/healthz", "/healthz", ``, 200)
 	do("GET", "/readyz", "/readyz", ``, 200)
 	do("GET", "/v1/openapi.json", "/v1/openapi.json", ``, 200)

@@ -55,6 +55,10 @@ type ClaimRequest struct {
 	Limit        *int     `json:"limit,omitempty"`
 	LeaseSeconds *float64 `json:"lease_seconds,omitempty"`
 	WaitSeconds  *float64 `json:"wait_seconds,omitempty"`
+	// ParentResults asks for each claimed job that runs after others to
+	// carry its parents' results (Job.ParentResults): one more statement
+	// per store claim, none when left false.
+	ParentResults bool `json:"parent_results,omitempty"`
 }
 
 // CompleteRequest is the body of POST /v1/jobs/{id}/complete.
@@ -107,6 +111,8 @@ type BulkResponse struct {
 type claimArgs struct {
 	Params readpast.ClaimParams
 	Wait   time.Duration
+	// ParentResults: the claimed jobs carry their parents' results.
+	ParentResults bool
 }
 
 // failArgs is a decoded fail request. A zero RetryAt means the server's

@@ -68,6 +68,13 @@ func traceHeaders(r *http.Request) (traceparent, tracestate string, ae *apiError
 // (traceparent, tracestate); otherwise with that context stored on each
 // job as it is.
 func (s *server) enqueueTraced(ctx context.Context, r *http.Request, traceparent, tracestate string, ps []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	return s.insertTraced(ctx, r, traceparent, tracestate, ps, s.store.Enqueue)
+}
+
+// insertTraced is enqueueTraced storing the jobs with insert (a flow's,
+// a batch's) instead of the store's Enqueue.
+func (s *server) insertTraced(ctx context.Context, r *http.Request, traceparent, tracestate string,
+	ps []readpast.EnqueueParams, insert readpast.InsertFunc) ([]*readpast.Job, error) {
 	t, _ := r.Context().Value(tracingKey{}).(*readpast.Tracing)
 	if t == nil {
 		if traceparent != "" {
@@ -75,7 +82,7 @@ func (s *server) enqueueTraced(ctx context.Context, r *http.Request, traceparent
 				ps[i].Traceparent, ps[i].Tracestate = traceparent, tracestate
 			}
 		}
-		return s.store.Enqueue(ctx, ps)
+		return insert(ctx, ps)
 	}
 	if traceparent != "" {
 		carrier := propagation.MapCarrier{HeaderTraceparent: traceparent}
@@ -84,5 +91,5 @@ func (s *server) enqueueTraced(ctx context.Context, r *http.Request, traceparent
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, carrier)
 	}
-	return t.Enqueue(ctx, ps, s.store.Enqueue)
+	return t.Enqueue(ctx, ps, insert)
 }

@@ -16,6 +16,12 @@ type Job struct {
 	// Token is set only in claim responses: the claim token the worker
 	// passes back to complete, fail, heartbeat or release the job.
 	Token string `json:"token,omitempty"`
+	// ParentResults is set only in the responses of claims that ask for
+	// it (ClaimRequest.ParentResults), on jobs that run after others: the
+	// results of the job's parents by their refs in its flow (a parent
+	// named by id, or without a ref, by its id in decimal); null for a
+	// parent that has not succeeded or stored no result.
+	ParentResults map[string]json.RawMessage `json:"parent_results,omitempty"`
 }
 
 // NewJob converts a stored job to its wire form. The claim token is left

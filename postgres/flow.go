@@ -174,7 +174,8 @@ func newFlowPlan(jobs []readpast.FlowJob) (*flowPlan, error) {
 }
 
 // store runs the flow's statements on src, inside its transaction:
-// the earlier parents locked, the jobs inserted, the edges inserted.
+// the earlier parents locked, the jobs inserted, the edges inserted with
+// the refs of their two ends.
 func (f *flowPlan) store(ctx context.Context, src rowSource) ([]*readpast.Job, error) {
 	above, err := chainsAbove(ctx, src, f.existing)
 	if err != nil {
@@ -209,7 +210,7 @@ func (f *flowPlan) store(ctx context.Context, src rowSource) ([]*readpast.Job, e
 		return nil, fmt.Errorf("stored %d jobs of %d", len(out), len(f.flow))
 	}
 	var parents, children []int64
-	var policies []string
+	var policies, parentRefs, childRefs []string
 	for i, fj := range f.flow {
 		for _, a := range fj.After {
 			p := a.JobID
@@ -217,10 +218,11 @@ func (f *flowPlan) store(ctx context.Context, src rowSource) ([]*readpast.Job, e
 				p = out[f.refs[a.Ref]].ID
 			}
 			parents, children, policies = append(parents, p), append(children, out[i].ID), append(policies, string(a.Policy))
+			parentRefs, childRefs = append(parentRefs, a.Ref), append(childRefs, fj.Ref)
 		}
 	}
 	if len(parents) > 0 {
-		if err := src.exec(ctx, flowEdgesSQL, parents, children, policies); err != nil {
+		if err := src.exec(ctx, flowEdgesSQL, parents, children, policies, parentRefs, childRefs); err != nil {
 			return nil, err
 		}
 	}
@@ -260,9 +262,9 @@ func lockParents(ctx context.Context, src rowSource, ids []int64) error {
 		case err != nil:
 			return err
 		case !seen:
-			return fmt.Errorf("parent job %d: %w", id, readpast.ErrNotFound)
+			return &readpast.ParentError{ID: id}
 		}
-		return fmt.Errorf("parent job %d is %s already: %w", id, state, readpast.ErrInvalidState)
+		return &readpast.ParentError{ID: id, State: readpast.JobState(state)}
 	}
 	return src.exec(ctx, flowMarkSQL, ids)
 }

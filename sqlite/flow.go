@@ -26,9 +26,10 @@ SELECT state, 0 FROM readpast_history WHERE id = ?1`
 	markParentsSQL = `UPDATE readpast_jobs SET has_children = 1
 WHERE id IN (SELECT value FROM json_each(?1)) AND NOT has_children`
 	// insertEdgesSQL inserts the edges of ?1, a JSON array of
-	// [parent_id, child_id, policy], all open.
-	insertEdgesSQL = `INSERT INTO readpast_edges (parent_id, child_id, policy, state)
-SELECT value ->> 0, value ->> 1, value ->> 2, 'open' FROM json_each(?1)`
+	// [parent_id, child_id, policy, parent_ref, child_ref], all open (a
+	// ref is "" where the job had none, or was named by id).
+	insertEdgesSQL = `INSERT INTO readpast_edges (parent_id, child_id, policy, state, parent_ref, child_ref)
+SELECT value ->> 0, value ->> 1, value ->> 2, 'open', value ->> 3, value ->> 4 FROM json_each(?1)`
 	// flowDepthSQL reads the length of the longest chain of parents above
 	// each job of ?1 (a JSON array of ids), through edges in any state,
 	// counted up to ?2; a row repeated on two paths is read once per
@@ -179,7 +180,7 @@ func newFlowPlan(jobs []readpast.FlowJob, now time.Time) (*flowPlan, error) {
 }
 
 // storeIn checks the parents named by id (live, not too deep) and inserts
-// the flow's jobs and edges inside tx.
+// the flow's jobs and edges, with the refs of their two ends, inside tx.
 func (p *flowPlan) storeIn(ctx context.Context, tx *sql.Tx, now time.Time) ([]*readpast.Job, error) {
 	if err := checkParents(ctx, tx, p.existing); err != nil {
 		return nil, err
@@ -187,18 +188,26 @@ func (p *flowPlan) storeIn(ctx context.Context, tx *sql.Tx, now time.Time) ([]*r
 	if err := checkDepth(ctx, tx, p.flow, p.existing); err != nil {
 		return nil, err
 	}
+	// Marked only once the flow will be stored: a refused flow marks no
+	// parent, even in a caller's transaction that commits after the
+	// refusal.
+	if len(p.existing) > 0 {
+		if _, err := tx.ExecContext(ctx, markParentsSQL, idsJSON(p.existing)); err != nil {
+			return nil, err
+		}
+	}
 	out, err := insertRows(ctx, tx, p.params, p.rows, now)
 	if err != nil {
 		return nil, err
 	}
-	var edges [][3]any
+	var edges [][5]any
 	for i, fj := range p.flow {
 		for _, a := range fj.After {
 			parent := a.JobID
 			if a.Ref != "" {
 				parent = out[p.refs[a.Ref]].ID
 			}
-			edges = append(edges, [3]any{parent, out[i].ID, string(a.Policy)})
+			edges = append(edges, [5]any{parent, out[i].ID, string(a.Policy), a.Ref, fj.Ref})
 		}
 	}
 	if len(edges) == 0 {
@@ -243,9 +252,9 @@ func checkDepth(ctx context.Context, tx *sql.Tx, flow []readpast.FlowJob, ids []
 }
 
 // checkParents checks inside tx that the jobs ids, named as parents by
-// id, are live, and marks them as parents. SQLite's single writer holds
-// every other write back until tx ends, so none of them can finish before
-// the edges to it are stored.
+// id, are live (storeIn marks them as parents once the flow passes every
+// check). SQLite's single writer holds every other write back until tx
+// ends, so none of them can finish before the edges to it are stored.
 func checkParents(ctx context.Context, tx *sql.Tx, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
@@ -258,14 +267,12 @@ func checkParents(ctx context.Context, tx *sql.Tx, ids []int64) error {
 		err := tx.QueryRowContext(ctx, flowParentSQL, id).Scan(&state, &live)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("sqlite: enqueue flow: parent job %d: %w", id, readpast.ErrNotFound)
+			return &readpast.ParentError{ID: id}
 		case err != nil:
 			return err
 		case !live:
-			return fmt.Errorf("sqlite: enqueue flow: parent job %d is %s, not pending, running or blocked: %w",
-				id, state, readpast.ErrInvalidState)
+			return &readpast.ParentError{ID: id, State: readpast.JobState(state)}
 		}
 	}
-	_, err := tx.ExecContext(ctx, markParentsSQL, idsJSON(ids))
-	return err
+	return nil
 }

@@ -43,6 +43,7 @@ func testFlowStress(t *testing.T, h Harness) {
 		children = map[int64]bool{} // jobs with parents: never retried by the operator
 		anyway   = map[int64]bool{} // parents of run_anyway edges: never retried either
 		edges    []history.Edge
+		batches  int
 	)
 	policies := []readpast.EdgePolicy{readpast.CancelChild, readpast.CancelChild, readpast.RunAnyway, readpast.HoldChild}
 	enqueueFlow := func(ctx context.Context, rng *rand.Rand) error {
@@ -92,6 +93,53 @@ func testFlowStress(t *testing.T, h Harness) {
 			}
 		}
 		return nil
+	}
+	// A batch: members join in one to three calls, then the seal; each
+	// member is a parent of the finishing job.
+	bs, isBatch := s.(readpast.BatchStore)
+	batch := func(ctx context.Context, rng *rand.Rand) error {
+		ctx = context.WithoutCancel(ctx) // every batch is sealed by the end of the run
+		onSuccess := rng.IntN(2) == 0
+		policy := readpast.BatchPolicy(onSuccess)
+		inv := time.Now()
+		fin, err := bs.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "fin", Queue: queue}, OnSuccess: onSuccess})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		hl.Add(history.Event{Op: history.OpEnqueue, ID: fin.ID, Inv: inv.UnixNano(), Ret: time.Now().UnixNano(), Out: history.OutOK})
+		ids = append(ids, fin.ID)
+		children[fin.ID] = true
+		batches++
+		mu.Unlock()
+		for range 1 + rng.IntN(3) {
+			members := make([]readpast.EnqueueParams, 1+rng.IntN(3))
+			for i := range members {
+				members[i] = readpast.EnqueueParams{Kind: "m", Queue: queue, MaxAttempts: 1 + rng.IntN(2)}
+			}
+			inv := time.Now()
+			out, err := bs.AddToBatch(ctx, fin.ID, members)
+			if errors.Is(err, readpast.ErrInvalidState) {
+				break // the finishing job was cancelled (by a member, or the operator)
+			}
+			if err != nil {
+				return err
+			}
+			ret := time.Now()
+			mu.Lock()
+			for _, j := range out {
+				hl.Add(history.Event{Op: history.OpEnqueue, ID: j.ID, Inv: inv.UnixNano(), Ret: ret.UnixNano(), Out: history.OutOK})
+				ids = append(ids, j.ID)
+				edges = append(edges, history.Edge{Parent: j.ID, Child: fin.ID, Policy: policy})
+				if policy == readpast.RunAnyway {
+					anyway[j.ID] = true
+				}
+			}
+			mu.Unlock()
+			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+		}
+		_, err = bs.SealBatch(ctx, fin.ID)
+		return err
 	}
 	work := func(ctx context.Context, rng *rand.Rand, drain bool) (int, error) {
 		got, err := ws.Claim(ctx, readpast.ClaimParams{Queues: []string{queue}, Limit: 5, Lease: 300 * time.Millisecond, Worker: "w"})
@@ -168,6 +216,9 @@ func testFlowStress(t *testing.T, h Harness) {
 	for i := range 2 {
 		loop(uint64(i), 2*time.Millisecond, enqueueFlow)
 	}
+	if isBatch {
+		loop(5, 5*time.Millisecond, batch)
+	}
 	for i := range 6 {
 		loop(uint64(10+i), time.Millisecond, func(ctx context.Context, rng *rand.Rand) error {
 			_, err := work(ctx, rng, false)
@@ -234,7 +285,7 @@ func testFlowStress(t *testing.T, h Harness) {
 		}
 	}
 	rep := history.Check(history.Input{Events: evs, Final: final, Edges: edges})
-	t.Logf("%d flows' jobs, %d edges: %v; %s", len(ids), len(edges), states, rep.Summary())
+	t.Logf("%d flows' jobs, %d edges, %d batches: %v; %s", len(ids), len(edges), batches, states, rep.Summary())
 	for _, p := range rep.Problems {
 		t.Error(p)
 	}
@@ -253,7 +304,7 @@ func testFlowStress(t *testing.T, h Harness) {
 	if states[readpast.StatePending]+states[readpast.StateRunning] > 0 {
 		t.Fatalf("jobs left to run after the drain: %v", states)
 	}
-	if len(edges) == 0 || states[readpast.StateSucceeded] == 0 || states[readpast.StateCancelled] == 0 {
-		t.Fatalf("the run exercised too little: %d edges, %v", len(edges), states)
+	if len(edges) == 0 || states[readpast.StateSucceeded] == 0 || states[readpast.StateCancelled] == 0 || (isBatch && batches == 0) {
+		t.Fatalf("the run exercised too little: %d edges, %d batches, %v", len(edges), batches, states)
 	}
 }

@@ -385,6 +385,10 @@ func testFlowExistingParents(t *testing.T, h Harness) {
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), fmt.Sprint(tc.id)) || !strings.Contains(err.Error(), tc.text) {
 			t.Fatalf("a flow after a %s job: %v; want %v naming job %d %s", tc.name, err, tc.want, tc.id, tc.text)
 		}
+		var pe *readpast.ParentError
+		if !errors.As(err, &pe) || pe.ID != tc.id || string(pe.State) != tc.text {
+			t.Fatalf("a flow after a %s job: %v; want a *readpast.ParentError{%d, %q}", tc.name, err, tc.id, tc.text)
+		}
 		wantCounts(t, s, "after a refused flow", before)
 		if l := ok(s.List(ctx, readpast.ListParams{Queue: "n"})).must(t); len(l.Jobs) != 0 {
 			t.Fatalf("a refused flow stored %v", ids(l.Jobs))

@@ -157,6 +157,14 @@ func Run(t *testing.T, h Harness) {
 		{"FlowBlockedJobs", testFlowBlockedJobs},
 		{"FlowGroupedChild", testFlowGroupedChild},
 		{"FlowWakes", testFlowWakes},
+		{"BatchRunsAfterMembers", testBatchRunsAfterMembers},
+		{"BatchSealedFirst", testBatchSealedFirst},
+		{"BatchOnSuccess", testBatchOnSuccess},
+		{"BatchRefusals", testBatchRefusals},
+		{"BatchJoinsRaceTheSeal", testBatchJoinsRaceTheSeal},
+		{"FlowRelatives", testFlowRelatives},
+		{"FlowGraph", testFlowGraph},
+		{"FlowParentResults", testFlowParentResults},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })

@@ -22,7 +22,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "list":
 		return runJobsList(ctx, args[1:], stdout, stderr)
 	case "show", "cancel", "retry", "run":
-		return runJobsOne(ctx, args[0], args[1:], stdout)
+		return runJobsOne(ctx, args[0], args[1:], stdout, stderr)
 	case "delete":
 		return runJobsDelete(ctx, args[1:], stdout)
 	case "bulk":
@@ -101,11 +101,16 @@ func parseOneJobID(fs *flagSet, args []string) (int64, error) {
 }
 
 // runJobsOne runs show, cancel, retry or run (make a pending job due now)
-// on one job id.
-func runJobsOne(ctx context.Context, action string, args []string, stdout io.Writer) error {
+// on one job id. show also lists the job's parents and children, if it
+// has any (at most showRelatives of each).
+func runJobsOne(ctx context.Context, action string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("jobs "+action, "jobs "+action+" ID [flags]", stdout)
 	tf := addTargetFlags(fs)
-	asJSON := fs.Bool("json", false, "print the job as JSON")
+	jsonHelp := "print the job as JSON"
+	if action == "show" {
+		jsonHelp = `print the job as JSON, with "parents" and "children" ({"edge": ..., "job": ...}) when it has edges`
+	}
+	asJSON := fs.Bool("json", false, jsonHelp)
 	id, err := parseOneJobID(fs, args)
 	if err != nil {
 		return err
@@ -118,6 +123,16 @@ func runJobsOne(ctx context.Context, action string, args []string, stdout io.Wri
 	job, err := b.job(ctx, action, id)
 	if err != nil {
 		return describeJobError(action, id, err)
+	}
+	if action == "show" {
+		shown, err := withRelatives(ctx, b, job, stderr)
+		if err != nil {
+			return describeJobError(action, id, err)
+		}
+		if *asJSON {
+			return writeJSON(stdout, shown)
+		}
+		return printShown(stdout, shown)
 	}
 	if *asJSON {
 		return writeJSON(stdout, job)

@@ -8,6 +8,7 @@
 //	readpast enqueue  --kind K [--payload JSON] [--queue Q] ... | --stdin
 //	readpast jobs     list|show|cancel|retry|run|delete|bulk [flags]
 //	readpast flows    enqueue FILE|- [--json]
+//	readpast batches  open|add|seal|show [ID] [flags]
 //	readpast queues   list|pause|resume [NAME] [--json]
 //	readpast schedules list|show|set|delete|pause|resume|run [flags]
 //	readpast limits   list|get|set|delete|take [flags]
@@ -15,7 +16,7 @@
 //	readpast bench    [--database-url URL] [--scenarios LIST] [--scale X] [--json]
 //	readpast version  [--json]
 //
-// enqueue, jobs, flows, queues, schedules, limits and stats talk to a readpast server's HTTP API (--url or
+// enqueue, jobs, flows, batches, queues, schedules, limits and stats talk to a readpast server's HTTP API (--url or
 // READPAST_URL, default http://127.0.0.1:8080, with --token or
 // READPAST_TOKEN), or, given --database-url (or READPAST_DATABASE_URL
 // without READPAST_URL), to an existing database directly. serve and
@@ -44,6 +45,8 @@ func actions(command string) []string {
 		return []string{"list", "pause", "resume"}
 	case "flows":
 		return []string{"enqueue"}
+	case "batches":
+		return []string{"open", "add", "seal", "show"}
 	case "schedules":
 		return []string{"list", "show", "set", "delete", "pause", "resume", "run"}
 	case "limits":
@@ -67,6 +70,7 @@ func commands() []command {
 		{"enqueue", "enqueue a job from flags, or many from JSON lines on stdin", runEnqueue},
 		{"jobs", "list, show, cancel, retry or run now jobs", runJobs},
 		{"flows", "enqueue a flow: jobs that run after other jobs", runFlows},
+		{"batches", "open a batch, add jobs to it, seal it or show it", runBatches},
 		{"queues", "list queues, or pause or resume one", runQueues},
 		{"schedules", "list, show, set, delete, pause, resume or run now periodic jobs", runSchedules},
 		{"limits", "list, get, set or delete limits per key, or take tokens from a key's rate", runLimits},

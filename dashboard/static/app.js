@@ -1,7 +1,18 @@
 // readpast dashboard: refreshes the live part (#live) of the overview and
 // of a queue's page every few seconds without reloading the page, while
-// the tab is visible. The page
-// works without it; it only saves the reloads.
+// the tab is visible, and scrolls a flow's drawing, when it is wider than
+// its frame, to the job the page is about. The pages work without it.
+(function () {
+  'use strict';
+  var wrap = document.querySelector('.flow-wrap');
+  var current = wrap && wrap.querySelector('.node.current rect');
+  if (current && wrap.scrollWidth > wrap.clientWidth) {
+    var box = current.getBoundingClientRect();
+    var frame = wrap.getBoundingClientRect();
+    wrap.scrollLeft += box.left + box.width / 2 - (frame.left + frame.width / 2);
+  }
+})();
+
 (function () {
   'use strict';
   var live = document.getElementById('live');

@@ -165,6 +165,16 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	return 0, nil
 }
 
+// ResolveFlows passes on to the wrapped store, if it leaves flows' edges
+// to a resolver: a Client on the wrapped store then resolves them at its
+// rescuer's ticks.
+func (s *Store) ResolveFlows(ctx context.Context, limit int) (int, error) {
+	if r, ok := s.Store.(readpast.FlowResolver); ok {
+		return r.ResolveFlows(ctx, limit)
+	}
+	return 0, nil
+}
+
 // Handler wraps fn so that every run records its start and end.
 func Handler(log *Log, fn readpast.HandlerFunc) readpast.HandlerFunc {
 	return func(ctx context.Context, job *readpast.Job) (any, error) {

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(support.ROOT, "_backend"))
 backend = importlib.import_module("readpast_backend")
 
 MODULES = ["__init__.py", "_http.py", "_version.py", "client.py", "errors.py", "handler.py", "models.py", "py.typed",
-           "worker.py"]
+           "worker.py", "batches.py", "flows.py"]
 
 
 class BackendTest(unittest.TestCase):

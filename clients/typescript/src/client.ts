@@ -1,11 +1,15 @@
 // Client: one method per operation of the readpast HTTP API (/v1).
 
 import {
+  batchPath,
+  checkLimit,
   compact,
   enqueueBody,
   enqueueHeaders,
+  flowJobBody,
   jobPath,
   limitPath,
+  openBatchBody,
   schedulePath,
   segment,
   timeOf,
@@ -13,7 +17,10 @@ import {
 import { ApiError, NetworkError } from "./errors.js";
 import { request, type Call, type Transport } from "./transport.js";
 import type {
+  Batch,
   BatchBody,
+  BatchJobSpec,
+  BatchJobsBody,
   BulkBody,
   BulkFilter,
   BulkResult,
@@ -29,7 +36,8 @@ import type {
   FailBody,
   FailSpec,
   FlowBody,
-  FlowJobBody,
+  FlowGraph,
+  FlowGraphQuery,
   FlowJobSpec,
   HealthStatus,
   HeartbeatBody,
@@ -46,8 +54,11 @@ import type {
   LimitsResponse,
   ListQuery,
   ListResponse,
+  OpenBatchSpec,
   Queue,
   QueuesResponse,
+  Relatives,
+  RelativesQuery,
   ReleaseBody,
   Schedule,
   ScheduleBody,
@@ -250,11 +261,70 @@ export class Client {
     return res.jobs;
   }
 
+  /**
+   * `POST /v1/batches`: opens a batch, whose finishing job (stored
+   * `blocked`; its id is the batch's) runs once the batch is sealed and
+   * every member has ended; with `on_success`, only if every member
+   * succeeds (one that fails for good or is cancelled cancels it).
+   *
+   * ```ts
+   * const b = await client.openBatch({ finisher: { kind: "notify" } });
+   * await client.addToBatch(b.id, [{ kind: "thumbnail", payload: { file: "a.png" } }]); // as often as needed
+   * await client.sealBatch(b.id);
+   * // in the "notify" handler: await client.batch(job.id) counts the members
+   * ```
+   */
+  async openBatch(spec: OpenBatchSpec, opts: Omit<EnqueueOptions, "idempotencyKey"> = {}): Promise<Batch> {
+    return this.#request("POST", "/v1/batches", { ...opts, body: openBatchBody(spec), headers: enqueueHeaders(opts) });
+  }
+
+  /** `POST /v1/batches/{id}/jobs`: enqueues members, all or none, and
+   * resolves with them in order, `pending`. A sealed batch, or one whose
+   * finishing job has ended, takes none: InvalidStateError, nothing
+   * stored; an id that is no batch is NotFoundError. */
+  async addToBatch(id: number, jobs: readonly BatchJobSpec[], opts: Omit<EnqueueOptions, "idempotencyKey"> = {}): Promise<Job[]> {
+    if (!Array.isArray(jobs) || jobs.length === 0) throw new TypeError("addToBatch needs a non-empty array of jobs");
+    const body: BatchJobsBody = { jobs: jobs.map((j, i) => enqueueBody(j, `jobs[${i}]`)) };
+    const path = batchPath(id, "jobs");
+    return (await this.#request<JobsResponse>("POST", path, { ...opts, body, headers: enqueueHeaders(opts) })).jobs;
+  }
+
+  /** `POST /v1/batches/{id}/seal`: no job joins any more; the finishing
+   * job is released once every member has ended (at once if none is
+   * left). Sealing again answers the same. */
+  async sealBatch(id: number, opts?: RequestOptions): Promise<Batch> {
+    return this.#request("POST", batchPath(id, "seal"), { ...opts, body: {} });
+  }
+
+  /** `GET /v1/batches/{id}`: the batch with its members counted by state
+   * (the finishing job reads its own). An id that is no batch is
+   * NotFoundError. */
+  async batch(id: number, opts?: RequestOptions): Promise<Batch> {
+    return this.#request("GET", batchPath(id), { ...opts });
+  }
+
   // ---- jobs ------------------------------------------------------------
 
   /** `GET /v1/jobs/{id}`. */
   async getJob(id: number, opts?: RequestOptions): Promise<Job> {
     return this.#request("GET", jobPath(id), { ...opts });
+  }
+
+  /** `GET /v1/jobs/{id}/relatives`: the jobs the job runs after
+   * (`parents`) and those that run after it (`children`), each in id
+   * order with its edge, at most `limit` of each (1 to 1000, server
+   * default 100). A job outside flows has none; an unknown id is
+   * NotFoundError. */
+  async relatives(id: number, query: RelativesQuery = {}, opts?: RequestOptions): Promise<Relatives> {
+    return this.#request("GET", jobPath(id, "relatives"), { ...opts, query: { limit: checkLimit(query.limit, 1000) } });
+  }
+
+  /** `GET /v1/jobs/{id}/flow`: the jobs connected to the job by edges, in
+   * either direction, breadth first from it, at most `limit` (1 to 2000,
+   * the server's default), and the edges between them; `truncated` when
+   * the graph holds more. An unknown id is NotFoundError. */
+  async flowGraph(id: number, query: FlowGraphQuery = {}, opts?: RequestOptions): Promise<FlowGraph> {
+    return this.#request("GET", jobPath(id, "flow"), { ...opts, query: { limit: checkLimit(query.limit, 2000) } });
   }
 
   /**
@@ -516,25 +586,4 @@ export class Client {
     const body: TakeTokensBody = { n };
     return this.#request("POST", limitPath(key, "tokens"), { ...opts, body });
   }
-}
-
-/** One job of a flow as `POST /v1/flows` takes it; refuses a job or an
- * `after` that is not of the right shape before anything is sent. */
-function flowJobBody(job: FlowJobSpec, name: string): FlowJobBody {
-  if (job === null || typeof job !== "object") {
-    throw new TypeError(`${name} must be an object with at least a kind`);
-  }
-  const { after, ...rest } = job;
-  const body: FlowJobBody = enqueueBody(rest, name);
-  if (after === undefined) return body;
-  if (!Array.isArray(after)) {
-    throw new TypeError(`${name}.after must be an array of edges`);
-  }
-  body.after = after.map((edge, k) => {
-    if (edge === null || typeof edge !== "object") {
-      throw new TypeError(`${name}.after[${k}] must be an object with a ref or a job_id`);
-    }
-    return compact(edge);
-  });
-  return body;
 }

@@ -76,6 +76,55 @@ export type FlowJobSpec = Input<Omit<Schemas["FlowJob"], "run_at" | "after">> & 
   after?: readonly FlowEdge[] | undefined;
 };
 
+/**
+ * One stored edge of a flow: `child_id` runs after `parent_id`.
+ * `parent_ref` and `child_ref` are the refs the two jobs had in the flow
+ * that stored the edge (absent where a job had none, or was named by
+ * id); `state` is `open`, `held` or `done`.
+ */
+export type Edge = Schemas["Edge"];
+
+/** A job at the other end of one of a job's edges, with the edge; `job`
+ * is null when its row is gone (a finished job pruned or deleted). */
+export type Relative = Schemas["Relative"];
+
+/** What `relatives` returns: the jobs a job runs after (`parents`) and
+ * those that run after it (`children`), each in id order. */
+export type Relatives = Schemas["RelativesResponse"];
+
+/** What `flowGraph` returns: the jobs connected to a job by edges,
+ * breadth first from it, the edges between them, and whether the graph
+ * holds more jobs than listed (`truncated`). */
+export type FlowGraph = Schemas["FlowGraph"];
+
+/**
+ * One job of a batch, its finishing job or a member (`openBatch`,
+ * `addToBatch`): the enqueue fields but `unique_key` and
+ * `unique_for_seconds`, with `run_at` also as a `Date`.
+ */
+export type BatchJobSpec = Input<Omit<Schemas["BatchJob"], "run_at">> & { run_at?: Time | undefined };
+
+/** The body of `openBatch`: the `finisher`, and `on_success` (default
+ * false): run it only if every member succeeds. */
+export type OpenBatchSpec = Input<Omit<Schemas["OpenBatchRequest"], "finisher">> & { finisher: BatchJobSpec };
+
+/**
+ * A batch (`openBatch`, `sealBatch`, `batch`): `id` is its finishing
+ * job's. `sealed` is true once no job can join: sealed, or the finishing
+ * job has ended. `members` counts the jobs that joined (less those pruned
+ * from history since): `live` those blocked, pending or running,
+ * `succeeded`, `failed` and `cancelled` how the others ended.
+ */
+export type Batch = Schemas["Batch"];
+
+/** The query of `relatives`: `limit`, the most parents and the most
+ * children (1 to 1000, server default 100). */
+export type RelativesQuery = Loose<NonNullable<operations["getJobRelatives"]["parameters"]["query"]>>;
+
+/** The query of `flowGraph`: `limit`, the most jobs (1 to 2000, the
+ * server's default). */
+export type FlowGraphQuery = Loose<NonNullable<operations["getJobFlow"]["parameters"]["query"]>>;
+
 /** The query of `GET /v1/jobs`: filters (every one given must match),
  * `limit` (page size), `cursor` and `summary`. */
 export type ListQuery = Loose<Omit<ListParams, "cursor">> & {
@@ -169,6 +218,8 @@ export type EnqueueBody = Schemas["EnqueueRequest"];
 export type BatchBody = Schemas["BatchRequest"];
 export type FlowBody = Schemas["FlowRequest"];
 export type FlowJobBody = Schemas["FlowJob"];
+export type OpenBatchBody = Schemas["OpenBatchRequest"];
+export type BatchJobsBody = Schemas["BatchJobsRequest"];
 export type CompleteBody = Schemas["CompleteRequest"];
 export type CompleteBatchBody = Schemas["CompleteBatchRequest"];
 export type CompleteBatchResponse = Schemas["CompleteBatchResponse"];

@@ -27,6 +27,12 @@ export interface WorkerOptions {
   heartbeatMs?: number;
   /** How long a claim long-polls for jobs (default 20 s, at most 300 s; 0 polls every second). */
   waitMs?: number;
+  /** true: the worker's claims ask for each job's parents' results, and
+   * a handler of a job that runs after others (a job of a flow) reads
+   * them as `job.parent_results`, by the parents' refs in the flow (null
+   * for a parent that has not succeeded or stored no result). false (the
+   * default): the claims read nothing more. */
+  parentResults?: boolean;
   /** A handler running longer fails its attempt and its signal is aborted. */
   handlerTimeoutMs?: number;
   /** How long a stop lets running jobs finish before releasing them (default 30 s). */

@@ -92,6 +92,7 @@ export class Worker {
   readonly leaseMs: number;
   readonly heartbeatMs: number;
   readonly waitMs: number;
+  readonly parentResults: boolean;
   readonly handlerTimeoutMs: number | undefined;
   readonly shutdownTimeoutMs: number;
   readonly counts: WorkerCounts = {
@@ -156,6 +157,7 @@ export class Worker {
     this.leaseMs = leaseMs;
     this.heartbeatMs = heartbeatMs;
     this.waitMs = waitMs;
+    this.parentResults = o.parentResults === true;
     this.handlerTimeoutMs = o.handlerTimeoutMs;
     this.shutdownTimeoutMs = shutdownTimeoutMs;
     this.name = o.name ?? defaultName();
@@ -243,6 +245,7 @@ export class Worker {
             limit: free,
             lease_seconds: this.leaseMs / 1000,
             wait_seconds: this.waitMs / 1000,
+            parent_results: this.parentResults || undefined,
           },
           { signal: this.#stop.signal },
         );

@@ -218,6 +218,9 @@ type job struct {
 	RunAt          string          `json:"run_at"`
 	LeaseExpiresAt *string         `json:"lease_expires_at"`
 	UniqueKey      *string         `json:"unique_key"`
+	// ParentResults is null unless a claim asked for it and the job has
+	// parents.
+	ParentResults map[string]json.RawMessage `json:"parent_results"`
 }
 
 type attemptError struct {
@@ -240,7 +243,7 @@ func jobOf(w httpapi.Job) job {
 		Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, Payload: w.Payload, Group: w.Group,
 		Result: w.Result, Duplicate: w.Duplicate, Token: orNull(w.Token), Snoozes: w.Snoozes,
 		Worker: orNull(w.Worker), Tags: w.Tags, Errors: []attemptError{}, RunAt: timeOf(w.RunAt),
-		UniqueKey: orNull(w.UniqueKey),
+		UniqueKey: orNull(w.UniqueKey), ParentResults: w.ParentResults,
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/httpapi"
 )
 
@@ -32,6 +33,12 @@ func (c *api) do(ctx context.Context, op string, raw json.RawMessage) (any, erro
 		"retry":         c.jobAction("retry"),
 		"get":           c.get,
 		"list":          c.list,
+		"relatives":     c.relatives,
+		"flow_graph":    c.flowGraph,
+		"open_batch":    c.openBatch,
+		"add_to_batch":  c.addToBatch,
+		"seal_batch":    c.sealBatch,
+		"batch":         c.getBatch,
 		"raw":           c.raw,
 		"long_poll":     c.longPoll,
 		"run_worker":    c.runWorker,
@@ -336,6 +343,74 @@ func (c *api) list(ctx context.Context, raw json.RawMessage) (any, error) {
 		return nil, err
 	}
 	return map[string]any{"jobs": jobsOf(out.Jobs), "next_cursor": out.NextCursor}, nil
+}
+
+// idLimitArgs name a job and an optional limit.
+type idLimitArgs struct {
+	ID    int64 `json:"id"`
+	Limit int   `json:"limit"`
+}
+
+func (a idLimitArgs) path(action string) string {
+	p := jobPath(a.ID, action)
+	if a.Limit != 0 {
+		p += "?limit=" + strconv.Itoa(a.Limit)
+	}
+	return p
+}
+
+// edge is an edge as drivers report it.
+type edge struct {
+	ParentID  int64   `json:"parent_id"`
+	ChildID   int64   `json:"child_id"`
+	ParentRef *string `json:"parent_ref"`
+	ChildRef  *string `json:"child_ref"`
+	Policy    string  `json:"policy"`
+	State     string  `json:"state"`
+}
+
+func edgeOf(e readpast.Edge) edge {
+	return edge{ParentID: e.ParentID, ChildID: e.ChildID, ParentRef: orNull(e.ParentRef), ChildRef: orNull(e.ChildRef),
+		Policy: string(e.Policy), State: string(e.State)}
+}
+
+func (c *api) relatives(ctx context.Context, raw json.RawMessage) (any, error) {
+	var a idLimitArgs
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	var out httpapi.RelativesResponse
+	if err := c.call(ctx, "GET", a.path("relatives"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	side := func(rs []httpapi.RelativeJob) []map[string]any {
+		l := make([]map[string]any, 0, len(rs))
+		for _, r := range rs {
+			var j any
+			if r.Job != nil {
+				j = jobOf(*r.Job)
+			}
+			l = append(l, map[string]any{"edge": edgeOf(r.Edge), "job": j})
+		}
+		return l
+	}
+	return map[string]any{"parents": side(out.Parents), "children": side(out.Children)}, nil
+}
+
+func (c *api) flowGraph(ctx context.Context, raw json.RawMessage) (any, error) {
+	var a idLimitArgs
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	var out httpapi.FlowGraphResponse
+	if err := c.call(ctx, "GET", a.path("flow"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	edges := make([]edge, 0, len(out.Edges))
+	for _, e := range out.Edges {
+		edges = append(edges, edgeOf(e))
+	}
+	return map[string]any{"jobs": jobsOf(out.Jobs), "edges": edges, "truncated": out.Truncated}, nil
 }
 
 // raw sends a request as the scenario wrote it: for bad input.

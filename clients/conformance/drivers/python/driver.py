@@ -59,7 +59,17 @@ def job_out(j):
         "run_at": fmt_time(j.run_at),
         "lease_expires_at": fmt_time(j.lease_expires_at),
         "unique_key": j.unique_key,
+        "parent_results": j.parent_results,
     }
+
+
+def edge_out(e):
+    return {"parent_id": e.parent_id, "child_id": e.child_id, "parent_ref": e.parent_ref,
+            "child_ref": e.child_ref, "policy": e.policy, "state": e.state}
+
+
+def relatives_out(rs):
+    return [{"edge": edge_out(r.edge), "job": None if r.job is None else job_out(r.job)} for r in rs]
 
 
 def jobs_out(jobs):
@@ -99,6 +109,27 @@ def spec_of(args, extra=()):
 # a mistake in the scenario.
 FLOW_JOB_FIELDS = ("ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after")
 FLOW_EDGE_FIELDS = ("ref", "job_id", "policy")
+# The fields of a job of a batch: the enqueue fields (the unique key ones
+# go as they are, for the server to refuse).
+BATCH_JOB_FIELDS = ("kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "unique_key",
+                    "unique_for_seconds")
+
+
+def batch_job(j, where):
+    """A job of a batch as the scenario wrote it: a mapping, passed to the
+    library as it is."""
+    if not isinstance(j, dict):
+        raise DriverError("driver_bad_args", "%s must be an object" % where)
+    unknown = set(j) - set(BATCH_JOB_FIELDS)
+    if unknown:
+        raise DriverError("driver_bad_args", "%s: unknown fields: %s" % (where, ", ".join(sorted(unknown))))
+    return j
+
+
+def batch_out(b):
+    return {"id": b.id, "on_success": b.on_success, "sealed": b.sealed, "finisher": job_out(b.finisher),
+            "members": b.members, "live": b.live, "succeeded": b.succeeded, "failed": b.failed,
+            "cancelled": b.cancelled}
 
 
 class Driver:
@@ -135,10 +166,10 @@ class Driver:
         return jobs_out(self.c.enqueue_flow(jobs))
 
     def op_claim(self, a):
-        worker, queues, limit, lease, wait = take(a, "queues", "limit", "lease_seconds", "wait_seconds",
-                                                  required=("worker",))
+        worker, queues, limit, lease, wait, parents = take(a, "queues", "limit", "lease_seconds", "wait_seconds",
+                                                           "parent_results", required=("worker",))
         return jobs_out(self.c.claim(worker, queues, limit=1 if limit is None else limit, lease_seconds=lease,
-                                     wait_seconds=wait or 0))
+                                     wait_seconds=wait or 0, parent_results=bool(parents)))
 
     def op_complete(self, a):
         job_id, token, result = take(a, "result", required=("id", "token"))
@@ -180,6 +211,34 @@ class Driver:
         queue, state, kind, group, tag, limit = take(a, "queue", "state", "kind", "group", "tag", "limit")
         page = self.c.list_jobs(queue=queue, state=state, kind=kind, group=group, tag=tag, limit=limit)
         return {"jobs": [job_out(j) for j in page.jobs], "next_cursor": page.next_cursor}
+
+    def op_relatives(self, a):
+        job_id, limit = take(a, "limit", required=("id",))
+        rel = self.c.relatives(job_id, limit=limit)
+        return {"parents": relatives_out(rel.parents), "children": relatives_out(rel.children)}
+
+    def op_flow_graph(self, a):
+        job_id, limit = take(a, "limit", required=("id",))
+        g = self.c.flow_graph(job_id, limit=limit)
+        return {"jobs": [job_out(j) for j in g.jobs], "edges": [edge_out(e) for e in g.edges], "truncated": g.truncated}
+
+    def op_open_batch(self, a):
+        finisher, on_success = take(a, "on_success", required=("finisher",))
+        return batch_out(self.c.open_batch(batch_job(finisher, "finisher"), on_success=bool(on_success)))
+
+    def op_add_to_batch(self, a):
+        batch_id, jobs = take(a, required=("id", "jobs"))
+        if not isinstance(jobs, list):
+            raise DriverError("driver_bad_args", "jobs must be a list")
+        return jobs_out(self.c.add_to_batch(batch_id, [batch_job(j, "jobs[%d]" % i) for i, j in enumerate(jobs)]))
+
+    def op_seal_batch(self, a):
+        (batch_id,) = take(a, required=("id",))
+        return batch_out(self.c.seal_batch(batch_id))
+
+    def op_batch(self, a):
+        (batch_id,) = take(a, required=("id",))
+        return batch_out(self.c.batch(batch_id))
 
     def op_raw(self, a):
         """A request as the scenario wrote it, for bad input the client

@@ -66,8 +66,22 @@ function jobOut(j) {
     run_at: timeOut(j.run_at),
     lease_expires_at: timeOut(j.lease_expires_at),
     unique_key: j.unique_key || null,
+    parent_results: j.parent_results ?? null,
   };
 }
+
+function edgeOut(e) {
+  return {
+    parent_id: e.parent_id,
+    child_id: e.child_id,
+    parent_ref: e.parent_ref ?? null,
+    child_ref: e.child_ref ?? null,
+    policy: e.policy,
+    state: e.state,
+  };
+}
+
+const relativesOut = (rs) => rs.map((r) => ({ edge: edgeOut(r.edge), job: r.job ? jobOut(r.job) : null }));
 
 const jobsOut = (jobs) => ({ jobs: jobs.map(jobOut) });
 
@@ -101,6 +115,31 @@ const SPEC_ARGS = [
  * are a mistake in the scenario. */
 const FLOW_JOB_FIELDS = ["ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after"];
 const FLOW_EDGE_FIELDS = ["ref", "job_id", "policy"];
+
+/** The fields of a job of a batch: the enqueue fields (the unique key
+ * ones go as they are, for the server to refuse). */
+const BATCH_JOB_FIELDS = [...FLOW_JOB_FIELDS.filter((f) => f !== "ref" && f !== "after"), "unique_key", "unique_for_seconds"];
+
+/** A job of a batch as the scenario wrote it, passed to the library as it
+ * is. */
+function batchJob(j, where) {
+  if (j === null || typeof j !== "object" || Array.isArray(j)) throw new DriverError("driver_bad_args", `${where} must be an object`);
+  const unknown = Object.keys(j).filter((f) => !BATCH_JOB_FIELDS.includes(f));
+  if (unknown.length > 0) throw new DriverError("driver_bad_args", `${where}: unknown fields: ${unknown.sort().join(", ")}`);
+  return j;
+}
+
+const batchOut = (b) => ({
+  id: b.id,
+  on_success: b.on_success,
+  sealed: b.sealed,
+  finisher: jobOut(b.finisher),
+  members: b.members,
+  live: b.live,
+  succeeded: b.succeeded,
+  failed: b.failed,
+  cancelled: b.cancelled,
+});
 
 /** A JobSpec of the library from enqueue arguments. */
 function specOf(args, extra = []) {
@@ -163,7 +202,7 @@ class Driver {
   }
 
   async claim(args) {
-    const a = take(args, ["worker"], ["queues", "limit", "lease_seconds", "wait_seconds"]);
+    const a = take(args, ["worker"], ["queues", "limit", "lease_seconds", "wait_seconds", "parent_results"]);
     return jobsOut(
       await this.c.claim({
         worker: a.worker,
@@ -171,8 +210,40 @@ class Driver {
         limit: a.limit,
         lease_seconds: a.lease_seconds,
         wait_seconds: a.wait_seconds,
+        parent_results: a.parent_results,
       }),
     );
+  }
+
+  async relatives(args) {
+    const a = take(args, ["id"], ["limit"]);
+    const rel = await this.c.relatives(a.id, { limit: a.limit });
+    return { parents: relativesOut(rel.parents), children: relativesOut(rel.children) };
+  }
+
+  async flow_graph(args) {
+    const a = take(args, ["id"], ["limit"]);
+    const g = await this.c.flowGraph(a.id, { limit: a.limit });
+    return { jobs: g.jobs.map(jobOut), edges: g.edges.map(edgeOut), truncated: g.truncated };
+  }
+
+  async open_batch(args) {
+    const a = take(args, ["finisher"], ["on_success"]);
+    return batchOut(await this.c.openBatch({ finisher: batchJob(a.finisher, "finisher"), on_success: a.on_success }));
+  }
+
+  async add_to_batch(args) {
+    const a = take(args, ["id", "jobs"]);
+    if (!Array.isArray(a.jobs)) throw new DriverError("driver_bad_args", "jobs must be a list");
+    return jobsOut(await this.c.addToBatch(a.id, a.jobs.map((j, i) => batchJob(j, `jobs[${i}]`))));
+  }
+
+  async seal_batch(args) {
+    return batchOut(await this.c.sealBatch(take(args, ["id"]).id));
+  }
+
+  async batch(args) {
+    return batchOut(await this.c.batch(take(args, ["id"]).id));
   }
 
   async complete(args) {

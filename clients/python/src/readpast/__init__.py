@@ -1,9 +1,10 @@
 """A Python client for readpast's HTTP API, standard library only.
 
-:class:`Client` enqueues and manages jobs, queues, schedules and limits;
-:class:`Worker` claims jobs and runs them with Python handlers. Errors the
-server answers with are :class:`APIError` subclasses named after their
-code (:class:`NotFoundError`, :class:`StaleClaimError`, ...).
+:class:`Client` enqueues and manages jobs (flows and batches too), queues,
+schedules and limits; :class:`Worker` claims jobs and runs them with
+Python handlers. Errors the server answers with are :class:`APIError`
+subclasses named after their code (:class:`NotFoundError`,
+:class:`StaleClaimError`, ...).
 
     import readpast
 
@@ -12,6 +13,7 @@ code (:class:`NotFoundError`, :class:`StaleClaimError`, ...).
 """
 
 from ._version import __version__
+from .batches import Batch
 from .client import DEFAULT_TIMEOUT, Client, trace_headers
 from .errors import (
     APIError,
@@ -31,7 +33,7 @@ from .errors import (
     UnauthorizedError,
     UnavailableError,
 )
-from .flows import EDGE_POLICIES, After, FlowJob
+from .flows import EDGE_POLICIES, After, Edge, FlowGraph, FlowJob, Relative, Relatives
 from .models import (
     AttemptError,
     BulkResult,
@@ -65,9 +67,14 @@ __all__ = [
     "Discard",
     "After",
     "AttemptError",
+    "Batch",
     "BulkResult",
     "EDGE_POLICIES",
+    "Edge",
+    "FlowGraph",
     "FlowJob",
+    "Relative",
+    "Relatives",
     "Job",
     "JobPage",
     "JobSpec",

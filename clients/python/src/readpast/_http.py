@@ -113,3 +113,24 @@ def set_fields(body: Dict[str, Any], **fields: Any) -> Dict[str, Any]:
         if v is not None:
             body[k] = v
     return body
+
+
+def trace_headers(traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> Dict[str, str]:
+    """The W3C Trace Context headers of an enqueue: ``traceparent`` and,
+    with it, ``tracestate``; empty when both are None. The server stores
+    them on the jobs (or, when it traces, makes its span a child of them
+    and stores that span's context) and refuses malformed ones
+    (:class:`InvalidInputError` naming the header). With
+    opentelemetry-python, ``opentelemetry.propagate.inject(carrier)`` fills
+    a dict with the current span's context: pass its values here."""
+    headers: Dict[str, str] = {}
+    if traceparent is None:
+        if tracestate is not None:
+            raise ValueError("tracestate needs a traceparent")
+        return headers
+    if not isinstance(traceparent, str) or not isinstance(tracestate, (str, type(None))):
+        raise TypeError("traceparent and tracestate must be strings")
+    headers["traceparent"] = traceparent
+    if tracestate:
+        headers["tracestate"] = tracestate
+    return headers

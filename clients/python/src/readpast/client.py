@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._http import ConnHook, job_id_of, segment, set_fields
-from ._transport import DEFAULT_TIMEOUT, Transport
+from ._http import ConnHook, job_id_of, segment, set_fields, trace_headers
+from ._transport import DEFAULT_TIMEOUT
+from .batches import BatchCalls
 from .errors import APIError, TransportError, error_from_response
-from .flows import FlowJob
+from .flows import FlowGraph, FlowJob, Relatives
 from .models import (
     JSON,
     BulkResult,
@@ -29,31 +30,22 @@ from .models import (
 __all__ = ["Client", "DEFAULT_TIMEOUT", "trace_headers"]
 
 
-def trace_headers(traceparent: Optional[str] = None, tracestate: Optional[str] = None) -> Dict[str, str]:
-    """The W3C Trace Context headers of an enqueue: ``traceparent`` and,
-    with it, ``tracestate``; empty when both are None. The server stores
-    them on the jobs (or, when it traces, makes its span a child of them
-    and stores that span's context) and refuses malformed ones
-    (:class:`InvalidInputError` naming the header). With
-    opentelemetry-python, ``opentelemetry.propagate.inject(carrier)`` fills
-    a dict with the current span's context: pass its values here."""
-    headers: Dict[str, str] = {}
-    if traceparent is None:
-        if tracestate is not None:
-            raise ValueError("tracestate needs a traceparent")
-        return headers
-    if not isinstance(traceparent, str) or not isinstance(tracestate, (str, type(None))):
-        raise TypeError("traceparent and tracestate must be strings")
-    headers["traceparent"] = traceparent
-    if tracestate:
-        headers["tracestate"] = tracestate
-    return headers
+def _limit(limit: Optional[int], most: int) -> Optional[int]:
+    """A limit query parameter: None (the server's default) or an int from
+    1 to most."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError("limit must be an int, not %s" % type(limit).__name__)
+    if not 1 <= limit <= most:
+        raise ValueError("limit must be between 1 and %d, not %d" % (most, limit))
+    return limit
 
 
 # The HTTP status an item's error code has when sent alone.
 _ITEM_STATUS = {"stale_token": 409, "invalid_state": 409, "not_found": 404}
 
-class Client(Transport):
+class Client(BatchCalls):
     """A client of one readpast server's HTTP API (``/v1``).
 
     ``url`` is the server's base URL (``http://127.0.0.1:8080``); ``token``
@@ -207,6 +199,24 @@ class Client(Transport):
         """``GET /v1/jobs/{id}``."""
         return Job.from_json(self._request("GET", "/v1/jobs/%d" % job_id_of(job_id)))
 
+    def relatives(self, job_id: int, *, limit: Optional[int] = None) -> Relatives:
+        """``GET /v1/jobs/{id}/relatives``: the jobs the job runs after
+        (``parents``) and those that run after it (``children``), each in
+        id order with its :class:`Edge`, at most ``limit`` of each (1 to
+        1000, server default 100). A job outside flows has none; an
+        unknown id raises :class:`NotFoundError`."""
+        d = self._request("GET", "/v1/jobs/%d/relatives" % job_id_of(job_id), query={"limit": _limit(limit, 1000)})
+        return Relatives.from_json(d)
+
+    def flow_graph(self, job_id: int, *, limit: Optional[int] = None) -> FlowGraph:
+        """``GET /v1/jobs/{id}/flow``: the jobs connected to the job by
+        edges, in either direction, breadth first from it, at most
+        ``limit`` (1 to 2000, the server's default), and the edges between
+        them; ``truncated`` when the graph holds more. An unknown id raises
+        :class:`NotFoundError`."""
+        d = self._request("GET", "/v1/jobs/%d/flow" % job_id_of(job_id), query={"limit": _limit(limit, 2000)})
+        return FlowGraph.from_json(d)
+
     def list_jobs(
         self,
         *,
@@ -321,13 +331,17 @@ class Client(Transport):
         limit: int = 1,
         lease_seconds: Optional[float] = None,
         wait_seconds: float = 0,
+        parent_results: bool = False,
     ) -> List[Job]:
         """``POST /v1/claim``: takes up to ``limit`` jobs of ``queues``
         (default ``["default"]``) for ``worker``, each with its claim
         ``token``, held for ``lease_seconds`` (server default 60) unless
         heartbeated. With ``wait_seconds`` the server answers as soon as
-        something is claimable, or with no jobs when the wait ends."""
-        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None)
+        something is claimable, or with no jobs when the wait ends. With
+        ``parent_results`` each job that runs after others carries its
+        parents' results (:attr:`Job.parent_results`); the server reads
+        them in one more statement per claim, and nothing more without."""
+        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)
 
     def _claim(
         self,
@@ -337,6 +351,7 @@ class Client(Transport):
         lease_seconds: Optional[float],
         wait_seconds: float,
         hook: Optional[ConnHook],
+        parent_results: bool = False,
     ) -> List[Job]:
         """claim, handing the connection to hook (the Worker shuts it to end
         a long poll at once when it stops)."""
@@ -347,6 +362,7 @@ class Client(Transport):
             queues=None if queues is None else list(queues),
             lease_seconds=lease_seconds,
             wait_seconds=wait_seconds or None,
+            parent_results=True if parent_results else None,
         )
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook)
         return [Job.from_json(j) for j in d["jobs"]]

@@ -1,13 +1,14 @@
 """Flows: jobs enqueued together that run after other jobs
-(:meth:`readpast.Client.enqueue_flow`)."""
+(:meth:`readpast.Client.enqueue_flow`), and what the server tells of them
+(:meth:`readpast.Client.relatives`, :meth:`readpast.Client.flow_graph`)."""
 
 from dataclasses import dataclass
 import datetime as _dt
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from .models import JSON, JobSpec
+from .models import JSON, Job, JobSpec
 
-__all__ = ["After", "FlowJob", "EDGE_POLICIES"]
+__all__ = ["After", "FlowJob", "EDGE_POLICIES", "Edge", "Relative", "Relatives", "FlowGraph"]
 
 
 EDGE_POLICIES = ("cancel_child", "run_anyway", "hold_child")
@@ -104,3 +105,79 @@ class FlowJob:
         if edges:
             body["after"] = edges
         return body
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One stored edge of a flow: ``child_id`` runs after ``parent_id``.
+    ``parent_ref`` and ``child_ref`` are the refs the two jobs had in the
+    flow that stored the edge (None where a job had none, or was named by
+    id). ``state`` is ``open`` (the parent has not ended), ``held`` (it
+    ended without succeeding and holds the child until it is retried and
+    succeeds) or ``done``."""
+
+    parent_id: int
+    child_id: int
+    policy: str
+    state: str
+    parent_ref: Optional[str] = None
+    child_ref: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Edge":
+        return cls(
+            parent_id=int(d["parent_id"]), child_id=int(d["child_id"]), policy=d["policy"], state=d["state"],
+            parent_ref=d.get("parent_ref"), child_ref=d.get("child_ref"),
+        )
+
+
+@dataclass(frozen=True)
+class Relative:
+    """A job at the other end of one of a job's edges, with the edge.
+    ``job`` is None when its row is gone (a finished job pruned or deleted
+    since)."""
+
+    edge: Edge
+    job: Optional[Job]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Relative":
+        job = d.get("job")
+        return cls(edge=Edge.from_json(d["edge"]), job=None if job is None else Job.from_json(job))
+
+
+@dataclass(frozen=True)
+class Relatives:
+    """What :meth:`Client.relatives` returns: the jobs a job runs after
+    (``parents``) and those that run after it (``children``), each in id
+    order."""
+
+    parents: List[Relative]
+    children: List[Relative]
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Relatives":
+        return cls(
+            parents=[Relative.from_json(r) for r in d["parents"]],
+            children=[Relative.from_json(r) for r in d["children"]],
+        )
+
+
+@dataclass(frozen=True)
+class FlowGraph:
+    """What :meth:`Client.flow_graph` returns: the jobs connected to a job
+    by edges, in either direction, breadth first from it (the job itself
+    first), and the edges between them. ``truncated`` is True when the
+    graph holds more jobs than listed."""
+
+    jobs: List[Job]
+    edges: List[Edge]
+    truncated: bool
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "FlowGraph":
+        return cls(
+            jobs=[Job.from_json(j) for j in d["jobs"]],
+            edges=[Edge.from_json(e) for e in d["edges"]],
+            truncated=bool(d["truncated"]),
+        )

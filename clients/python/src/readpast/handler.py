@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from .models import Job, to_seconds
 
@@ -75,6 +75,13 @@ class JobContext:
     @property
     def payload(self) -> Any:
         return self.job.payload
+
+    @property
+    def parent_results(self) -> Optional[Dict[str, Any]]:
+        """The results of the job's parents by ref, when the worker was
+        made with ``parent_results=True`` and the job runs after others;
+        else None (see :class:`readpast.Worker`)."""
+        return self.job.parent_results
 
     @property
     def attempt(self) -> int:

@@ -132,7 +132,11 @@ class Job:
     ``traceparent`` and ``tracestate`` are the job's creation context (W3C
     Trace Context), None for a job enqueued outside any trace: the enqueue
     and claim answers carry them, and a worker's ``on_process`` hook makes
-    the attempt's span a child of them.
+    the attempt's span a child of them. ``parent_results`` is set only on
+    the jobs of a claim that asked for it (``parent_results=True``) that
+    run after other jobs: each parent's stored result by the parent's ref
+    in the flow (a parent named by id, or without a ref, by its id as a
+    string), None for a parent that has not succeeded or stored no result.
     """
 
     id: int
@@ -160,6 +164,7 @@ class Job:
     token: Optional[str] = None
     traceparent: Optional[str] = None
     tracestate: Optional[str] = None
+    parent_results: Optional[Dict[str, JSON]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -190,8 +195,19 @@ class Job:
             token=d.get("token"),
             traceparent=d.get("traceparent"),
             tracestate=d.get("tracestate"),
+            parent_results=_parent_results(d),
             raw=dict(d),
         )
+
+
+def _parent_results(d: Mapping[str, Any]) -> Optional[Dict[str, JSON]]:
+    """The parent_results object of a claimed job, or None."""
+    v = d.get("parent_results")
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise ValueError("parent_results must be an object, not %s" % type(v).__name__)
+    return dict(v)
 
 
 @dataclass(frozen=True)

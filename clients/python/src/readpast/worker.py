@@ -86,6 +86,13 @@ class Worker(_Outcomes):
     :class:`Cancel` or :class:`Discard` included) passes through it, and
     one it raises itself fails the attempt as a handler's would.
 
+    With ``parent_results``, the worker's claims ask for the results of
+    each job's parents: a handler of a job that runs after others (a job
+    of a flow) reads them as ``ctx.job.parent_results``, by the parents'
+    refs in the flow (None for a parent that has not succeeded, or stored
+    no result). Without it the claims read nothing more and
+    ``parent_results`` is None.
+
     :meth:`run` blocks until :meth:`stop`, or SIGTERM or SIGINT when it
     runs in the main thread. Stopping, the worker claims no more, lets
     running handlers finish for up to ``shutdown_timeout`` seconds, then
@@ -108,6 +115,7 @@ class Worker(_Outcomes):
         shutdown_timeout: float = 30.0,
         logger: Optional[logging.Logger] = None,
         on_process: Optional[Callable[[Job], ContextManager[Any]]] = None,
+        parent_results: bool = False,
     ) -> None:
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one string")
@@ -138,6 +146,7 @@ class Worker(_Outcomes):
         self.shutdown_timeout = float(shutdown_timeout)
         self.log = logger or log
         self.on_process = on_process
+        self.parent_results = bool(parent_results)
         self._handlers: Dict[str, Handler] = {}
         self._timeouts: Dict[str, Optional[float]] = {}
         for kind, fn in (handlers or {}).items():
@@ -319,7 +328,7 @@ class Worker(_Outcomes):
             started = time.monotonic()
             try:
                 jobs = self.client._claim(self.name, self.queues, free, self.lease_seconds, self.wait_seconds,
-                                          self._set_conn)
+                                          self._set_conn, self.parent_results)
                 backoff = 0.0
             except (InvalidInputError, UnauthorizedError, ForbiddenError, NotFoundError) as e:
                 self.log.error("worker %s: claim refused: %s", self.name, e)
