@@ -77,14 +77,15 @@ func (e *BatchClosedError) Unwrap() error { return ErrInvalidState }
 // BatchClosed is the *BatchClosedError of batch id whose seal edge is in
 // state seal and whose finishing job is in state fin, or nil when the
 // batch takes members (open, its finishing job blocked). A finishing job
-// that has ended says so; one released or still waiting on a done seal,
-// that the batch is sealed.
+// that has ended, or left blocked without a seal (retried by hand after
+// a cancel), says its state; one the seal released, or that waits for
+// members under a seal, that the batch is sealed.
 func BatchClosed(id int64, seal EdgeState, fin JobState) error {
 	switch {
-	case fin.Final():
-		return &BatchClosedError{ID: id, State: fin}
 	case fin == StateBlocked && seal == EdgeOpen:
 		return nil
+	case fin.Final() || seal == EdgeOpen:
+		return &BatchClosedError{ID: id, State: fin}
 	}
 	return &BatchClosedError{ID: id}
 }

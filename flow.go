@@ -127,6 +127,16 @@ type FlowResolver interface {
 	ResolveFlows(ctx context.Context, limit int) (int, error)
 }
 
+// FlowBacklogWaker is implemented by flow resolvers that can tell when a
+// parent, in any process, has left edges to the resolver (PostgreSQL,
+// through NOTIFY): RunRescuer then resolves them at once instead of at
+// its next tick.
+type FlowBacklogWaker interface {
+	// FlowBacklog receives a value when edges were left to the resolver
+	// since the last one was received.
+	FlowBacklog() <-chan struct{}
+}
+
 // NormalizeFlow checks a flow and fills defaults into its jobs (as
 // EnqueueParams.Normalize does, now standing for a zero RunAt): refs
 // unique, every edge naming exactly one parent that exists in the flow

@@ -36,7 +36,8 @@ const tidyTimeout = time.Minute
 // and, when the store is a GroupPruner, deletes idle group rows at its
 // first tick and every 240 ticks after (a minute at DefaultRescueInterval);
 // when it is a Tidier, it calls Tidy every 4 ticks; when it is a
-// FlowResolver, it resolves what wide flows left at every tick. Any number of rescuers
+// FlowResolver, it resolves what wide flows left at every tick, and at
+// once when the store (a FlowBacklogWaker) says a parent left some. Any number of rescuers
 // may run at once, in any number of processes: each claim is rescued by
 // exactly one of them. A Client runs one; so does `readpast serve`.
 //
@@ -61,6 +62,10 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 	defer t.Stop()
 	pruner, _ := store.(GroupPruner)
 	resolver, _ := store.(FlowResolver)
+	var backlog <-chan struct{}
+	if w, ok := store.(FlowBacklogWaker); ok && resolver != nil {
+		backlog = w.FlowBacklog()
+	}
 	for tick := 0; ; tick++ {
 		if pruner != nil && tick%groupPruneEvery == 0 {
 			pruneGroups(ctx, pruner, log)
@@ -85,10 +90,15 @@ func RunRescuer(ctx context.Context, store Store, interval time.Duration, log *s
 		if resolver != nil {
 			resolveFlows(ctx, resolver, log)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				waiting = false
+			case <-backlog: // nil without a waker: never ready
+				resolveFlows(ctx, resolver, log)
+			}
 		}
 	}
 }

@@ -49,7 +49,8 @@ const envArtifacts = "READPAST_ARTIFACTS"
 // refresh, the job list's filters, search and paging, a job's page, every
 // action with the database checked after it, the keyboard, a phone's
 // width, dark mode, a read-only login, forged cross-site posts, and a
-// job's parents and children and its flow's drawing. It
+// job's parents and children and its flow's drawing, and a batch's panel
+// and seal. It
 // saves a screenshot of each page.
 func TestBrowser(t *testing.T) {
 	chrome := chromiumPath(t)
@@ -85,6 +86,7 @@ func testBrowser(t *testing.T, chrome, bin string, bk *backend) {
 	t.Run("forged posts", func(t *testing.T) { b.t = t; testBrowserForgery(b, st, s) })
 	t.Run("read-only", func(t *testing.T) { testBrowserReadOnly(b.other(t), st, s) })
 	t.Run("flow", func(t *testing.T) { b.t = t; testBrowserFlow(b, st) })
+	t.Run("batch", func(t *testing.T) { b.t = t; testBrowserBatch(b, st) })
 	t.Run("logout", func(t *testing.T) { b.t = t; testBrowserLogout(b) })
 }
 

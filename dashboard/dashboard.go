@@ -1,9 +1,10 @@
 // Package dashboard serves readpast's web dashboard: an overview of the
 // queues (counts, throughput and latency over the last hour, busiest
 // groups, refreshed live), a job list with filters and text search, each
-// job's page with its parents and children, a drawing of each flow, the
-// periodic schedules, and the actions an operator takes
-// (retry, cancel, run now, pause and resume a queue or a schedule).
+// job's page with its parents and children (and a batch's members by
+// state), a drawing of each flow, the periodic schedules, and the actions
+// an operator takes (retry, cancel, run now, seal a batch, pause and
+// resume a queue or a schedule).
 //
 // Pages are rendered on the server with html/template; the few lines of
 // JavaScript that refresh the overview, the stylesheet and the icon are
@@ -76,7 +77,10 @@ type Handler struct {
 	insp  readpast.Inspector
 	// flows reads edges for the job and flow pages; nil when the store
 	// keeps no flows.
-	flows    readpast.FlowInspector
+	flows readpast.FlowInspector
+	// batches reads and seals batches for a finishing job's page; nil
+	// when the store keeps no batches.
+	batches  readpast.BatchStore
 	guard    *httpapi.Guard
 	throttle *httpapi.Throttle
 	log      *slog.Logger
@@ -140,6 +144,7 @@ func New(cfg Config) (*Handler, error) {
 		now:      time.Now,
 	}
 	h.flows, _ = cfg.Store.(readpast.FlowInspector)
+	h.batches, _ = cfg.Store.(readpast.BatchStore)
 	_, _ = rand.Read(h.csrfKey) // never fails (crypto/rand)
 	h.overview = newSampler(insp, log, cmp.Or(cfg.RefreshInterval, DefaultRefreshInterval))
 	h.routes()

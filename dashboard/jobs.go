@@ -149,6 +149,8 @@ type jobData struct {
 	Parents, Children         []relativeView
 	MoreParents, MoreChildren bool
 	FlowURL                   template.URL
+	// Batch is the batch the job finishes, if any.
+	Batch *batchView
 }
 
 type attemptView struct {
@@ -211,16 +213,25 @@ func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request, v *viewer) {
 		h.storeError(w, r, v, err)
 		return
 	}
+	if err := h.batchOf(r, &d); err != nil {
+		h.storeError(w, r, v, err)
+		return
+	}
 	h.render(w, r, v, http.StatusOK, "job", page{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: d})
 }
 
 // jobAction takes an action on one job: cancel, retry (a failed or
-// cancelled job), run (a pending job, now) or delete (a finished job).
+// cancelled job), run (a pending job, now), delete (a finished job) or
+// seal (the batch it finishes).
 func (h *Handler) jobAction(w http.ResponseWriter, r *http.Request, v *viewer) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	action := r.PathValue("action")
-	if err != nil || id < 1 || (action != "cancel" && action != "retry" && action != "run" && action != "delete") {
+	if err != nil || id < 1 || (action != "cancel" && action != "retry" && action != "run" && action != "delete" && action != "seal") {
 		h.errorPage(w, r, v, http.StatusNotFound, "There is no such action.")
+		return
+	}
+	if action == "seal" {
+		h.sealBatch(w, r, v, id)
 		return
 	}
 	ctx, cancel := storeContext(r)
@@ -294,6 +305,9 @@ var flashes = map[string]string{
 	"delete":          "Job deleted.",
 	"retry":           "Job retried: it is pending again.",
 	"run":             "Job made due now.",
+	"seal":            "Batch sealed: no job joins it; its finishing job is released once every member has ended.",
+	"seal-released":   "Batch sealed: every member had ended, so its finishing job is released.",
+	"seal-ended":      "Batch sealed: its finishing job had already ended.",
 	"pause":           "Queue paused: no worker claims its jobs until it is resumed.",
 	"resume":          "Queue resumed.",
 	"schedule-pause":  "Schedule paused: it makes no job until it is resumed.",

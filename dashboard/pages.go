@@ -67,6 +67,7 @@ func parsePages(a *assets) (*pages, error) {
 		"tagJobs":    func(tag string) template.URL { return jobsURL(filter{Tag: tag}.values()) },
 		"relatives":  newRelativesTable,
 		"jobURLOf":   jobURL,
+		"jobForm":    newJobForm,
 		"nodeW":      func() int { return nodeW },
 		"nodeH":      func() int { return nodeH },
 		"edgeStates": func() []readpast.EdgeState {

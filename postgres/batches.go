@@ -21,7 +21,8 @@ var _ readpast.BatchSQLTxStore = (*Store)(nil)
 var (
 	batchSealEdgeSQL = mustStatement("batch_seal_edge")
 	batchLockSQL     = mustStatement("batch_lock")
-	batchJoinSQL     = mustStatement("batch_join")
+	batchWaitSQL     = mustStatement("batch_wait")
+	batchEdgesSQL    = mustStatement("batch_edges")
 	batchSealSQL     = mustStatement("batch_seal")
 	batchSQL         = mustStatement("batch")
 )
@@ -126,6 +127,24 @@ func joinBatch(ctx context.Context, src rowSource, id int64, jobs []readpast.Enq
 	if err != nil {
 		return nil, err
 	}
+	// The finishing job waits for the members first: a refusal (it ended
+	// since batch_lock.sql read it) comes before any write. Past it, only
+	// a statement's error can fail the join, which aborts a caller's
+	// transaction too.
+	var finID int64
+	if err := queryOne(ctx, src, batchWaitSQL, []any{id, len(jobs)}, &finID); err != nil {
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+		var state string
+		if err := queryOne(ctx, src, batchLockSQL, []any{id}, &policy, &sealState, &state); err != nil {
+			return nil, err
+		}
+		if err := batchClosed(id, sealState, state); err != nil {
+			return nil, err
+		}
+		return nil, &readpast.BatchClosedError{ID: id, State: readpast.JobState(state)}
+	}
 	waiting, parents := make([]int32, len(jobs)), make([]bool, len(jobs))
 	for i := range parents {
 		parents[i] = true
@@ -138,17 +157,8 @@ func joinBatch(ctx context.Context, src rowSource, id int64, jobs []readpast.Enq
 	for i, j := range out {
 		ids[i] = j.ID
 	}
-	var joined int
-	if err := queryOne(ctx, src, batchJoinSQL, []any{id, ids, policy}, &joined); err != nil {
+	if err := src.exec(ctx, batchEdgesSQL, id, ids, policy); err != nil {
 		return nil, err
-	}
-	if joined == 0 {
-		// Ended since batch_lock.sql read it.
-		var state string
-		if err := queryOne(ctx, src, batchLockSQL, []any{id}, &policy, &sealState, &state); err != nil {
-			return nil, err
-		}
-		return nil, batchClosed(id, string(readpast.EdgeDone), state)
 	}
 	return out, nil
 }

@@ -65,6 +65,12 @@ func (s *Store) listenConn(ctx context.Context) error {
 			// passed (flows' released children): the next claim is
 			// a full one, then the claimers wake.
 			s.pendingAgain()
+		case n.Payload == backlogPayload:
+			// A parent left edges to the resolver: wake it.
+			select {
+			case s.backlog <- struct{}{}:
+			default: // a wake is pending already
+			}
 		case !s.heardDue(n.Payload):
 			s.hub.Broadcast()
 		}
@@ -75,6 +81,22 @@ func (s *Store) listenConn(ctx context.Context) error {
 // became pending at places claim positions may have passed
 // (migrations/0016_flows.sql, released children).
 const aheadPayload = "ahead"
+
+// backlogPayload is the payload of a NOTIFY readpast saying that a
+// parent left edges to the resolver (migrations/0018_flow_backlog_wake.sql).
+const backlogPayload = "backlog"
+
+// FlowBacklog is woken when a parent, in any process, leaves edges to the
+// resolver (readpast.FlowBacklogWaker): RunRescuer resolves them then
+// rather than at its next tick. One wake stands for any number. It starts
+// the store's LISTEN session, as Subscribe does (none with
+// readpast_listen=off: then the resolver runs at its ticks only).
+func (s *Store) FlowBacklog() <-chan struct{} {
+	if !s.noListen {
+		s.listenOnce.Do(func() { go s.listen() })
+	}
+	return s.backlog
+}
 
 // closeConn closes a connection the store opened outside its pool, giving
 // the goodbye to the server a second at most: with no deadline, a

@@ -61,8 +61,9 @@ type Store struct {
 	close    context.CancelFunc
 
 	listenOnce sync.Once
-	hub        *wake.Hub // local subscribers, woken by this store and by NOTIFY
-	noListen   bool      // readpast_listen=off: local wake-ups only
+	hub        *wake.Hub     // local subscribers, woken by this store and by NOTIFY
+	backlog    chan struct{} // FlowBacklog: woken by NOTIFY 'backlog'
+	noListen   bool          // readpast_listen=off: local wake-ups only
 
 	// hotMode runs the hot-path statements sent as they are (fail,
 	// release, rescue, and the claim and completion inside a caller's
@@ -170,7 +171,7 @@ const ListenParam = "readpast_listen"
 // (pgx's default): see routineExecMode.
 func New(pool *pgxpool.Pool) *Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(),
+	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(), backlog: make(chan struct{}, 1),
 		hotMode:     hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 		routineMode: routineExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}

@@ -33,11 +33,11 @@ SELECT value ->> 0, value ->> 1, value ->> 2, 'open', value ->> 3, value ->> 4 F
 	// flowDepthSQL reads the length of the longest chain of parents above
 	// each job of ?1 (a JSON array of ids), through edges in any state,
 	// counted up to ?2; a row repeated on two paths is read once per
-	// depth.
+	// depth. A batch's seal (an edge from a negative id) adds no level.
 	flowDepthSQL = `WITH RECURSIVE up(job, node, d) AS (
     SELECT value, value, 0 FROM json_each(?1)
     UNION
-    SELECT u.job, e.parent_id, u.d + 1 FROM up u JOIN readpast_edges e ON e.child_id = u.node
+    SELECT u.job, e.parent_id, u.d + 1 FROM up u JOIN readpast_edges e ON e.child_id = u.node AND e.parent_id > 0
     WHERE u.d < ?2)
 SELECT job, max(d) FROM up GROUP BY job`
 )
