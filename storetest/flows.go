@@ -533,3 +533,35 @@ func testFlowWakes(t *testing.T, h Harness) {
 	}
 	wantClaim(t, s, "the released child", js[1])
 }
+
+// testFlowPruneKeepsParentsOfLiveChildren: retention keeps a finished
+// parent while a job that runs after it is live (blocked, pending or
+// running), so the child reads its result when it runs; once the child
+// has finished, both go.
+func testFlowPruneKeepsParentsOfLiveChildren(t *testing.T, h Harness) {
+	s, fs := flowStore(t, h)
+	ctx := ctxT(t)
+	js := flow(t, fs, fj("p", "q"), fj("", "q", readpast.After{Ref: "p"}))
+	p, c := js[0], js[1]
+	got := wantClaim(t, s, "the parent", p)
+	if err := completeOne(ctx, s, got[0], `{"rows":3}`); err != nil {
+		t.Fatal(err)
+	}
+	prune := func() int {
+		return ok(s.Prune(ctx, readpast.PruneParams{State: readpast.StateSucceeded, Before: time.Now().Add(time.Hour)})).must(t)
+	}
+	if n := prune(); n != 0 {
+		t.Fatalf("pruned %d jobs while the child is pending", n)
+	}
+	got = wantClaim(t, s, "the child", c)
+	if n := prune(); n != 0 {
+		t.Fatalf("pruned %d jobs while the child runs", n)
+	}
+	if j := get(t, s, p.ID); strings.ReplaceAll(string(j.Result), " ", "") != `{"rows":3}` {
+		t.Fatalf("the parent's result while the child runs: %s", j.Result)
+	}
+	mustComplete(t, s, got...)
+	if n := prune(); n != 2 {
+		t.Fatalf("pruned %d jobs once the child finished, want the parent and the child", n)
+	}
+}

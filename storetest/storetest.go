@@ -157,6 +157,7 @@ func Run(t *testing.T, h Harness) {
 		{"FlowBlockedJobs", testFlowBlockedJobs},
 		{"FlowGroupedChild", testFlowGroupedChild},
 		{"FlowWakes", testFlowWakes},
+		{"FlowPruneKeepsParentsOfLiveChildren", testFlowPruneKeepsParentsOfLiveChildren},
 		{"BatchRunsAfterMembers", testBatchRunsAfterMembers},
 		{"BatchSealedFirst", testBatchSealedFirst},
 		{"BatchOnSuccess", testBatchOnSuccess},
