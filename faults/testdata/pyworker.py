@@ -64,10 +64,10 @@ def main():
     tokens_lock = threading.Lock()
 
     class Recording(readpast.Client):
-        def _claim(self, name, queues, limit, lease_seconds, wait_seconds, hook):
+        def _claim(self, name, queues, limit, lease_seconds, *args, **kwargs):
             inv = time.time_ns()
             try:
-                jobs = super()._claim(name, queues, limit, lease_seconds, wait_seconds, hook)
+                jobs = super()._claim(name, queues, limit, lease_seconds, *args, **kwargs)
             except Exception as e:
                 rec(op="claimcall", inv=inv, ret=time.time_ns(), out="error", err=str(e))
                 raise
