@@ -206,6 +206,7 @@ func (c Config) validate() error {
 // Client enqueues jobs and, once started, works them with a pool per queue.
 type Client struct {
 	store Store
+	flows FlowInspector // the store's, if it keeps flows: set on jobs handed to handlers
 	cfg   Config
 	log   *slog.Logger
 
@@ -235,7 +236,8 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("readpast: metrics: %w", err)
 	}
-	return &Client{store: store, cfg: cfg, trace: t, log: cfg.Logger.With(slog.String("worker", cfg.WorkerID))}, nil
+	flows, _ := store.(FlowInspector)
+	return &Client{store: store, flows: flows, cfg: cfg, trace: t, log: cfg.Logger.With(slog.String("worker", cfg.WorkerID))}, nil
 }
 
 // Store returns the client's store.

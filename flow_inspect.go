@@ -100,6 +100,24 @@ func SplitRelatives(id int64, edges []Edge, jobs map[int64]*Job) (parents, child
 	return parents, children
 }
 
+// AssembleFlowGraph is the FlowGraph of the jobs ids (in that order)
+// whose rows jobs holds, and the edges between those, for a store
+// (FlowInspector): a job whose row is gone is left out, with its edges.
+func AssembleFlowGraph(ids []int64, jobs map[int64]*Job, edges []Edge, truncated bool) FlowGraph {
+	g := FlowGraph{Jobs: make([]*Job, 0, len(jobs)), Edges: []Edge{}, Truncated: truncated}
+	for _, id := range ids {
+		if j := jobs[id]; j != nil {
+			g.Jobs = append(g.Jobs, j)
+		}
+	}
+	for _, e := range edges {
+		if jobs[e.ParentID] != nil && jobs[e.ChildID] != nil {
+			g.Edges = append(g.Edges, e)
+		}
+	}
+	return g
+}
+
 // MaxFlowGraph caps the jobs of one FlowGraph.
 const MaxFlowGraph = 2000
 

@@ -53,9 +53,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 			r.stop()
 		}
 	}()
-	if fi, ok := c.store.(FlowInspector); ok {
-		job.flows = fi
-	}
+	job.flows = c.flows
 	result, err := call(ctx, h.fn, job)
 
 	cause := context.Cause(ctx)

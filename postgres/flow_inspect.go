@@ -103,27 +103,20 @@ func (s *Store) FlowGraph(ctx context.Context, id int64, limit int) (readpast.Fl
 		if jobs[id] == nil {
 			return fmt.Errorf("job %d: %w", id, readpast.ErrNotFound)
 		}
-		g.Jobs = make([]*readpast.Job, 0, len(jobs))
-		for _, x := range ids {
-			if j := jobs[x]; j != nil {
-				g.Jobs = append(g.Jobs, j)
-			}
-		}
 		rows, err := tx.Query(ctx, flowGraphEdgesSQL, ids)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		g.Edges = []readpast.Edge{}
+		var edges []readpast.Edge
 		for rows.Next() {
 			e, err := scanEdgeAfter(rows)
 			if err != nil {
 				return err
 			}
-			if jobs[e.ParentID] != nil && jobs[e.ChildID] != nil {
-				g.Edges = append(g.Edges, e)
-			}
+			edges = append(edges, e)
 		}
+		g = readpast.AssembleFlowGraph(ids, jobs, edges, g.Truncated)
 		return rows.Err()
 	})
 	if err != nil {
