@@ -89,11 +89,15 @@ func TestClientsResumeSoonAfterAnOutage(t *testing.T) {
 			}
 			time.Sleep(7 * time.Second)
 			o.setAway(false)
+			from := o.back // what the resumes are measured from
 			if wake {
 				// What a store's listener does when it is connected again.
 				if _, err := sq.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
 					t.Fatal(err)
 				}
+				// From the wake-up: the enqueue itself takes tens of
+				// milliseconds under -race on a loaded machine.
+				from = time.Now()
 			}
 			waitFor(t, 10*time.Second, "every client to claim again", func() bool {
 				o.mu.Lock()
@@ -104,7 +108,7 @@ func TestClientsResumeSoonAfterAnOutage(t *testing.T) {
 			defer o.mu.Unlock()
 			var after []time.Duration
 			for id, at := range o.resumed {
-				after = append(after, at.Sub(o.back))
+				after = append(after, at.Sub(from))
 				if o.attempts[id] < 3 {
 					t.Errorf("client %s tried only %d claims in 7 s of outage", id, o.attempts[id])
 				}
@@ -113,10 +117,14 @@ func TestClientsResumeSoonAfterAnOutage(t *testing.T) {
 			t.Logf("claims resumed after %v", after)
 			limit := time.Second
 			if wake {
-				limit = 200 * time.Millisecond
+				// Without the wake-up each client comes back when its
+				// backoff (400-800 ms at the cap) ends: all eight within
+				// 300 ms has a chance under 1%. With it they claim at once,
+				// give or take the scheduling of a loaded 2-core machine.
+				limit = 300 * time.Millisecond
 			}
 			if last := after[len(after)-1]; last > limit {
-				t.Errorf("the last client claimed again %v after the database returned, want within %v", last, limit)
+				t.Errorf("the last client claimed again %v after the database returned (wake=%v), want within %v", last, wake, limit)
 			}
 			if !wake && after[len(after)-1]-after[0] < 20*time.Millisecond {
 				t.Errorf("clients came back within %v of each other: no jitter", after[len(after)-1]-after[0])

@@ -29,7 +29,9 @@ func workerGoroutines() int {
 func TestWorkerGoroutines(t *testing.T) {
 	ctx := context.Background()
 	s := newSQLiteStore(t)
-	const n, pool = 500, 8
+	// 200 jobs: SQLite under -race runs about 80 a second here, far
+	// fewer on a loaded CI machine.
+	const n, pool = 200, 8
 	var done, most atomic.Int32
 	w := readpast.NewWorkers()
 	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
@@ -55,7 +57,7 @@ func TestWorkerGoroutines(t *testing.T) {
 	if _, err := c.Enqueue(ctx, params...); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the jobs", func() bool { return done.Load() == n })
+	waitFor(t, 90*time.Second, "the jobs", func() bool { return done.Load() == n })
 	if m := most.Load(); m < 1 || m > pool {
 		t.Fatalf("%d worker goroutines at once, for a pool of %d", m, pool)
 	}
