@@ -199,7 +199,43 @@ func PruneOnce(ctx context.Context, store Store, r Retention) (int, error) {
 			}
 		}
 	}
-	return total, nil
+	n, err := pruneFlows(ctx, store, r)
+	total += n
+	return total, err
+}
+
+// pruneFlows deletes the flows r allows, when store keeps flows: one pass
+// over the jobs edges name, pruneBatch at a time.
+func pruneFlows(ctx context.Context, store Store, r Retention) (int, error) {
+	fp, ok := store.(FlowPruner)
+	if !ok {
+		return 0, nil
+	}
+	p := FlowPruneParams{Limit: pruneBatch}
+	now := time.Now()
+	for _, c := range []struct {
+		at  *time.Time
+		age time.Duration
+	}{{&p.Succeeded, r.Succeeded}, {&p.Failed, r.Failed}, {&p.Cancelled, r.Cancelled}} {
+		if c.age > 0 {
+			*c.at = now.Add(-c.age)
+		}
+	}
+	if p.Succeeded.IsZero() && p.Failed.IsZero() && p.Cancelled.IsZero() {
+		return 0, nil
+	}
+	total := 0
+	for {
+		n, next, err := fp.PruneFlows(ctx, p)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune flows: %w", err)
+		}
+		if next == 0 {
+			return total, nil
+		}
+		p.After = next
+	}
 }
 
 // RunRetention applies r every interval until ctx is done. Several may

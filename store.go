@@ -151,7 +151,8 @@ type Store interface {
 	// Prune deletes up to p.Limit finished jobs in p.State finished before
 	// p.Before, and returns how many it deleted. It keeps a job whose
 	// unique key's period (UniqueUntil) has not ended, so that the key
-	// holds for its whole period.
+	// holds for its whole period, and every job an edge names: a
+	// FlowPruner deletes those a flow at a time (PruneOnce calls both).
 	Prune(ctx context.Context, p PruneParams) (int, error)
 	// Close releases what the store opened itself.
 	Close() error
@@ -241,6 +242,67 @@ type SchemaVersioner interface {
 	// first migration) and the latest version this code knows.
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
 }
+
+// FlowPruner is implemented by stores that keep flows (FlowStore). Their
+// Prune leaves every job an edge names; PruneFlows deletes those a flow
+// at a time, so that a flow's rows leave history together
+// (docs/design/workflows.md, "Retention").
+type FlowPruner interface {
+	// PruneFlows looks at up to p.Limit jobs that edges name, those with
+	// ids above p.After, in id order. It deletes the flow of each, in one
+	// statement, when every job of that flow has finished before the
+	// cutoff of its state, its unique key's period has ended, and none
+	// holds back a blocked child or has a live child in another flow. It
+	// returns how many jobs it deleted and the last id it looked at, to
+	// pass as the next call's After; 0 when none was left.
+	PruneFlows(ctx context.Context, p FlowPruneParams) (deleted int, next int64, err error)
+}
+
+// A flow, for retention, is the jobs one EnqueueFlow call stored, joined
+// by the edges between them, or a batch: its finishing job and every
+// member. An edge to a job stored earlier (After.JobID) joins no flows:
+// that job leaves by its own age, once no job that runs after it is
+// live.
+
+// FlowPruneParams selects the flows PruneFlows deletes. A zero cutoff
+// keeps the jobs of that state, and every flow that has one.
+type FlowPruneParams struct {
+	Succeeded, Failed, Cancelled time.Time // cutoffs: finished before
+	After                        int64     // the last id the previous call looked at
+	// Limit is how many jobs with edges one call looks at; 0 means 1000.
+	Limit int
+}
+
+// Cutoff returns the cutoff p gives state (zero: keep).
+func (p FlowPruneParams) Cutoff(state JobState) time.Time {
+	switch state {
+	case StateSucceeded:
+		return p.Succeeded
+	case StateFailed:
+		return p.Failed
+	case StateCancelled:
+		return p.Cancelled
+	}
+	return time.Time{}
+}
+
+// Normalize fills the default limit and checks p.
+func (p FlowPruneParams) Normalize() (FlowPruneParams, error) {
+	if p.Limit == 0 {
+		p.Limit = 1000
+	}
+	if p.Limit < 1 || p.Limit > 100000 {
+		return p, invalid("limit", "must be between 1 and 100000")
+	}
+	if p.After < 0 {
+		return p, invalid("after", "must not be negative")
+	}
+	return p, nil
+}
+
+// MaxFlowPrune bounds the flows PruneFlows deletes: a flow (a batch, in
+// practice) of more jobs is kept whole, to be deleted by hand.
+const MaxFlowPrune = 100000
 
 // PruneParams selects finished jobs to delete.
 type PruneParams struct {

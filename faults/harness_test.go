@@ -537,3 +537,7 @@ func (res result) checkResumed(t *testing.T, name string) {
 // maxResume bounds how long a process may take to claim again after the
 // damage ends.
 const maxResume = 3 * time.Second
+
+// claimCallTimeout is how long a worker's claim call may wait in all (the
+// client's bound on each store call it makes for itself).
+const claimCallTimeout = 10 * time.Second

@@ -819,7 +819,7 @@ func TestBatchAdvPruneAndDelete(t *testing.T) {
 	for _, how := range []string{"delete", "prune"} {
 		t.Run(how, func(t *testing.T) {
 			fin := advBatch(t, s, "c", false)
-			advJoin(t, s, fin.ID, "c", 2, 0)
+			members := advJoin(t, s, fin.ID, "c", 2, 0)
 			if _, err := s.Cancel(ctx, fin.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -829,8 +829,21 @@ func TestBatchAdvPruneAndDelete(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "prune":
-				if _, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateCancelled, Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
+				// A batch leaves history whole: not while members run
+				// (what goes is the earlier batches' jobs).
+				if _, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil {
 					t.Fatal(err)
+				}
+				if _, err := s.Batch(ctx, fin.ID); err != nil {
+					t.Fatalf("batch with its members pending, after a prune: %v", err)
+				}
+				for _, m := range members {
+					if _, err := s.Cancel(ctx, m.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil || n != 3 {
+					t.Fatalf("prune once the members ended: %d, %v; want the batch's three jobs", n, err)
 				}
 			}
 			if _, err := s.Batch(ctx, fin.ID); !errors.Is(err, readpast.ErrNotFound) {
@@ -850,8 +863,8 @@ func TestBatchAdvPruneAndDelete(t *testing.T) {
 				t.Fatalf("%d edges of the deleted finishing job are left", edges)
 			}
 			ms := advClaimQ(t, s, "c")
-			if len(ms) != 2 {
-				t.Fatalf("claimed %v, want the two members", ids(ms))
+			if want := map[string]int{"delete": 2, "prune": 0}[how]; len(ms) != want {
+				t.Fatalf("claimed %v, want %d members (cancelled before the prune)", ids(ms), want)
 			}
 			advDone(t, s, ms...)
 			advConsistent(t, s, how)

@@ -526,7 +526,7 @@ func TestFlowAdvHoldRetryBulkAndCounts(t *testing.T) {
 			t.Errorf("job %d is %s after the drain", id, got)
 		}
 	}
-	if _, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateSucceeded, Before: time.Now().Add(time.Hour)}); err != nil {
+	if _, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond}); err != nil {
 		t.Fatal(err)
 	}
 	check("pruned")

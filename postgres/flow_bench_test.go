@@ -3,11 +3,11 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/storetest"
 )
 
 // BenchmarkFlowFanOut: one parent, 100, 1,000 and 10,000 children.
@@ -93,92 +93,10 @@ func BenchmarkFlowFanOut(b *testing.B) {
 	}
 }
 
-// BenchmarkFlowFanIn: 10,000 parents, one child. The parents are
-// completed in batches of 100 from 4 goroutines; reports how long after
-// the last completion returned the child was claimed (a claim loop polls
-// meanwhile, as a busy worker would), and the parents' completion rate.
+// BenchmarkFlowFanIn: storetest.BenchFlowFanIn.
 //
-//	go test -run '^$' -bench FlowFanIn -benchtime 3x ./postgres/
-func BenchmarkFlowFanIn(b *testing.B) {
-	ctx := context.Background()
-	s := newStore(b)
-	const width = 10000
-	var after time.Duration
-	var rate float64
-	for range b.N {
-		parents := make([]readpast.EnqueueParams, width)
-		for i := range parents {
-			parents[i] = readpast.EnqueueParams{Kind: "p", Queue: "fanin"}
-		}
-		ps, err := s.Enqueue(ctx, parents)
-		if err != nil {
-			b.Fatal(err)
-		}
-		edges := make([]readpast.After, width)
-		for i, p := range ps {
-			edges[i] = readpast.After{JobID: p.ID}
-		}
-		child, err := s.EnqueueFlow(ctx, []readpast.FlowJob{{Job: readpast.EnqueueParams{Kind: "c", Queue: "fanin-child"}, After: edges}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		var claimed []*readpast.Job
-		for len(claimed) < width {
-			cs, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"fanin"}, Limit: 1000, Lease: time.Hour, Worker: "w"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			claimed = append(claimed, cs...)
-		}
-		done := make(chan time.Time, 1)
-		go func() {
-			for {
-				cs, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{"fanin-child"}, Limit: 1, Lease: time.Hour, Worker: "w"})
-				if err != nil {
-					b.Error(err)
-					done <- time.Now()
-					return
-				}
-				if len(cs) == 1 && cs[0].ID == child[0].ID {
-					done <- time.Now()
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}()
-		began := time.Now()
-		errc := make(chan error, 4)
-		var last time.Time
-		var mu sync.Mutex
-		for w := range 4 {
-			go func() {
-				for k := w * 100; k < width; k += 400 {
-					batch := make([]readpast.Completion, 0, 100)
-					for _, c := range claimed[k:min(k+100, width)] {
-						batch = append(batch, readpast.Completion{ID: c.ID, Token: c.Token})
-					}
-					if _, err := s.Complete(ctx, batch); err != nil {
-						errc <- err
-						return
-					}
-					mu.Lock()
-					last = time.Now()
-					mu.Unlock()
-				}
-				errc <- nil
-			}()
-		}
-		for range 4 {
-			if err := <-errc; err != nil {
-				b.Fatal(err)
-			}
-		}
-		rate += width / time.Since(began).Seconds()
-		after += (<-done).Sub(last)
-	}
-	b.ReportMetric(float64(after.Microseconds())/1000/float64(b.N), "ms/child-claimed-after-last-parent")
-	b.ReportMetric(rate/float64(b.N), "parents/s")
-}
+//	go test -run '^$' -bench FlowFanIn -benchtime 100x ./postgres/
+func BenchmarkFlowFanIn(b *testing.B) { storetest.BenchFlowFanIn(b, newStore(b)) }
 
 // BenchmarkFlowChainCancel: cancelling the top of a chain of
 // readpast.MaxFlowDepth+1 jobs cancels the whole chain, one level per
@@ -207,3 +125,8 @@ func BenchmarkFlowChainCancel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFlowPrune: storetest.BenchFlowPrune.
+//
+//	go test -run '^$' -bench FlowPrune -benchtime 3x ./postgres/
+func BenchmarkFlowPrune(b *testing.B) { storetest.BenchFlowPrune(b, newStore(b)) }

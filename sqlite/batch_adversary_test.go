@@ -651,7 +651,7 @@ func TestBatchAdvPruneAndDelete(t *testing.T) {
 	for _, how := range []string{"delete", "prune"} {
 		t.Run(how, func(t *testing.T) {
 			fin := sbOpen(t, s, "c", false)
-			sbJoin(t, s, fin.ID, "c", 2, 0)
+			members := sbJoin(t, s, fin.ID, "c", 2, 0)
 			if _, err := s.Cancel(ctx, fin.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -661,8 +661,21 @@ func TestBatchAdvPruneAndDelete(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "prune":
-				if _, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateCancelled, Before: time.Now().Add(time.Hour), Limit: 100}); err != nil {
+				// A batch leaves history whole: not while members run
+				// (what goes is the earlier batches' jobs).
+				if _, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil {
 					t.Fatal(err)
+				}
+				if _, err := s.Batch(ctx, fin.ID); err != nil {
+					t.Fatalf("batch with its members pending, after a prune: %v", err)
+				}
+				for _, m := range members {
+					if _, err := s.Cancel(ctx, m.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil || n != 3 {
+					t.Fatalf("prune once the members ended: %d, %v; want the batch's three jobs", n, err)
 				}
 			}
 			if _, err := s.Batch(ctx, fin.ID); !errors.Is(err, readpast.ErrNotFound) {

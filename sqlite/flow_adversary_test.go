@@ -575,8 +575,10 @@ func TestFlowAdversaryHoldingParentsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStates(t, s, ids, map[string]readpast.JobState{"ha": readpast.StatePending, "hp": readpast.StateCancelled})
-	if n, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateFailed, Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
-		t.Fatalf("prune of failed once p holds nothing: %d, %v", n, err)
+	// p holds nothing now, and its flow (p and hp: x, which joined a to
+	// it, is gone) has ended: both go. a's, with ha pending, stays.
+	if n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil || n != 2 {
+		t.Fatalf("prune once p holds nothing: %d, %v; want p and hp", n, err)
 	}
 	if err := s.Delete(ctx, ids["a"]); err != nil {
 		t.Fatalf("delete of a once it succeeded: %v", err)

@@ -339,7 +339,8 @@ func TestFlowEdgesGoWithJobs(t *testing.T) {
 	if errs, err := s.Complete(ctx, []readpast.Completion{{ID: c[0].ID, Token: c[0].Token}}); err != nil || errs[0] != nil {
 		t.Fatal(errs, err)
 	}
-	if n, err := s.Prune(ctx, readpast.PruneParams{State: readpast.StateSucceeded, Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
+	// The cancelled parent and the run_anyway child, a flow, go together.
+	if n, err := readpast.PruneOnce(ctx, s, readpast.Retention{Succeeded: time.Nanosecond, Failed: time.Nanosecond, Cancelled: time.Nanosecond}); err != nil || n != 2 {
 		t.Fatal(n, err)
 	}
 	if n := edges(); n != 0 {

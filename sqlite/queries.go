@@ -264,14 +264,13 @@ FROM readpast_jobs
 WHERE state = 'running' AND lease_expires_at <= ?1
 ORDER BY lease_expires_at, id
 LIMIT ?2`
-	// pruneSQL keeps a job that any live job runs after (a held edge
-	// leads to a blocked one; a released child reads its parents'
-	// results when it runs).
+	// pruneSQL leaves every job an edge names to PruneFlows, which
+	// deletes a flow's jobs together.
 	pruneSQL = `DELETE FROM readpast_history WHERE id IN (
     SELECT id FROM readpast_history WHERE state = ?1 AND finished_at < ?2
       AND (unique_until IS NULL OR unique_until <= ?4)
-      AND NOT EXISTS (SELECT 1 FROM readpast_edges e JOIN readpast_jobs c ON c.id = e.child_id
-                      WHERE e.parent_id = readpast_history.id)
+      AND NOT EXISTS (SELECT 1 FROM readpast_edges e WHERE e.parent_id = readpast_history.id)
+      AND NOT EXISTS (SELECT 1 FROM readpast_edges e WHERE e.child_id = readpast_history.id)
     LIMIT ?3)
 RETURNING id, unique_key, tags`
 )

@@ -19,6 +19,7 @@ var (
 	_ readpast.Store       = (*Store)(nil)
 	_ readpast.Notifier    = (*Store)(nil)
 	_ readpast.GroupPruner = (*Store)(nil)
+	_ readpast.FlowPruner  = (*Store)(nil)
 )
 
 // Wrap returns s recording into log.
@@ -173,6 +174,15 @@ func (s *Store) ResolveFlows(ctx context.Context, limit int) (int, error) {
 		return r.ResolveFlows(ctx, limit)
 	}
 	return 0, nil
+}
+
+// PruneFlows passes on to the wrapped store, if it keeps flows: its Prune
+// leaves their jobs to it.
+func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int, int64, error) {
+	if fp, ok := s.Store.(readpast.FlowPruner); ok {
+		return fp.PruneFlows(ctx, p)
+	}
+	return 0, 0, nil
 }
 
 // Handler wraps fn so that every run records its start and end.
