@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
@@ -22,6 +24,7 @@ var (
 	benchMaxWorkers = flag.Int("drain.workers", 1000, "MaxWorkers for BenchmarkDrain")
 	benchFetch      = flag.Int("drain.fetch", 1000, "FetchLimit for BenchmarkDrain")
 	benchProducers  = flag.Int("drain.clients", 2, "clients (each with its own producer) draining at once")
+	benchTrace      = flag.Bool("drain.trace", false, "BenchmarkDrain with tracing on: every span sampled and exported through a batch processor to an exporter that drops them")
 )
 
 // benchPG is a durable PostgreSQL (fsync and synchronous_commit on) for
@@ -54,7 +57,8 @@ func benchPG(b *testing.B) *postgres.Store {
 
 // BenchmarkDrain pre-inserts -drain.jobs jobs and measures how fast
 // clients with no-op handlers drain them, from start until every
-// completion is written. Reports jobs/s.
+// completion is written. Reports jobs/s. With -drain.trace, every span
+// is sampled and exported (to nowhere, through a batch processor).
 //
 //	go test -run '^$' -bench Drain -benchtime 3x .
 func BenchmarkDrain(b *testing.B) {
@@ -76,6 +80,11 @@ func benchDrain(b *testing.B, s readpast.Store) {
 	for i := range ps {
 		ps[i] = readpast.EnqueueParams{Kind: "noop"}
 	}
+	var tp *sdktrace.TracerProvider
+	if *benchTrace {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
+		defer tp.Shutdown(ctx)
+	}
 	var total time.Duration
 	for b.Loop() {
 		b.StopTimer()
@@ -95,10 +104,14 @@ func benchDrain(b *testing.B, s readpast.Store) {
 		}, nil)
 		clients := make([]*readpast.Client, *benchProducers)
 		for i := range clients {
-			c, err := readpast.NewClient(s, readpast.Config{
+			cfg := readpast.Config{
 				Workers: w,
 				Queues:  map[string]readpast.QueueConfig{readpast.DefaultQueue: {MaxWorkers: *benchMaxWorkers, FetchLimit: *benchFetch}},
-			})
+			}
+			if tp != nil {
+				cfg.TracerProvider = tp
+			}
+			c, err := readpast.NewClient(s, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

