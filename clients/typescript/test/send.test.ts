@@ -108,16 +108,17 @@ describe("transport through node:http", () => {
     setTimeout(() => ctrl.abort(why), 50);
     await assert.rejects(call, (e: unknown) => e === why);
 
-    // Headers at once, the body 100 ms later: an abort in between is
-    // too late, and the answer is read.
+    // Headers at once, the body a second later: an abort in between (the
+    // headers have had half a second to arrive, even on a busy machine)
+    // is too late, and the answer is read.
     const slow = await stub((_req, _body, res) => {
       res.writeHead(200, { "Content-Type": "application/json" });
       res.flushHeaders();
-      setTimeout(() => res.end(JSON.stringify({ queues: [] })), 100);
+      setTimeout(() => res.end(JSON.stringify({ queues: [] })), 1000);
     });
     const late = new AbortController();
     const answered = new Client(slow.url).stats({ signal: late.signal });
-    setTimeout(() => late.abort(new Error("too late")), 50);
+    setTimeout(() => late.abort(new Error("too late")), 500);
     assert.deepEqual(await answered, { queues: [] });
   });
 
