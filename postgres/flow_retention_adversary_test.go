@@ -188,33 +188,7 @@ func TestAdvPruneCostOfAnUnripeBatch(t *testing.T) {
 	ctx := context.Background()
 	for _, members := range []int{2000, 4000, 8000, 16000} {
 		s := newStore(t)
-		fin, err := s.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "fin", Queue: "fq"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ps := make([]readpast.EnqueueParams, members)
-		for i := range ps {
-			ps[i] = readpast.EnqueueParams{Kind: "m", Queue: "mq"}
-		}
-		for i := 0; i < members; i += 1000 {
-			if _, err := s.AddToBatch(ctx, fin.ID, ps[i:min(i+1000, members)]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for done := 0; done < members; {
-			got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Queues: []string{"mq"}, Limit: 1000, Lease: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cs := make([]readpast.Completion, len(got))
-			for i, j := range got {
-				cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
-			}
-			if _, err := s.Complete(ctx, cs); err != nil {
-				t.Fatal(err)
-			}
-			done += len(got)
-		}
+		storetest.RetentionEndedBatch(t, s, members)
 		aprResolveAll(t, s)
 		start := time.Now()
 		n1, _, err := s.PruneFlows(ctx, readpast.FlowPruneParams{Succeeded: storetest.RetentionLater()})
@@ -260,45 +234,10 @@ func TestAdvPruneBatchLargerThanTheWalk(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := newStore(t)
-	fin, err := s.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "fin", Queue: "fq"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	members := readpast.MaxFlowPrune + 1
-	ps := make([]readpast.EnqueueParams, members)
-	for i := range ps {
-		ps[i] = readpast.EnqueueParams{Kind: "m", Queue: "mq"}
-	}
-	ps[members-1] = readpast.EnqueueParams{Kind: "m", Queue: "lastq", MaxAttempts: 1}
-	var last int64
-	for i := 0; i < members; i += 1000 {
-		js, err := s.AddToBatch(ctx, fin.ID, ps[i:min(i+1000, members)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = js[len(js)-1].ID
-	}
+	fin, last := storetest.RetentionEndedBatch(t, s, readpast.MaxFlowPrune+1)
 	if _, err := s.SealBatch(ctx, fin.ID); err != nil {
 		t.Fatal(err)
 	}
-	for done := 0; done < members-1; {
-		got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Queues: []string{"mq"}, Limit: 1000, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			t.Fatalf("nothing to claim with %d members left", members-1-done)
-		}
-		cs := make([]readpast.Completion, len(got))
-		for i, j := range got {
-			cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
-		}
-		if _, err := s.Complete(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
-		done += len(got)
-	}
-	storetest.RetentionRun(t, s, "lastq", last, true)
 	aprResolveAll(t, s)
 	storetest.RetentionRun(t, s, "fq", fin.ID, false)
 	if _, err := s.Retry(ctx, last); err != nil {

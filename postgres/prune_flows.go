@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 var _ readpast.FlowPruner = (*Store)(nil)
@@ -27,14 +28,10 @@ func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int
 	if err != nil {
 		return 0, 0, opErr("prune flows", err)
 	}
-	type seed struct {
-		id   int64
-		ripe bool
-	}
-	var seeds []seed
+	var seeds []storekit.FlowSeed
 	for rows.Next() {
-		var sd seed
-		if err := rows.Scan(&sd.id, &sd.ripe); err != nil {
+		var sd storekit.FlowSeed
+		if err := rows.Scan(&sd.ID, &sd.Ripe); err != nil {
 			rows.Close()
 			return 0, 0, opErr("prune flows", err)
 		}
@@ -44,25 +41,14 @@ func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int
 	if err := rows.Err(); err != nil {
 		return 0, 0, opErr("prune flows", err)
 	}
-	deleted, walked := 0, map[int64]bool{}
-	for _, sd := range seeds {
-		if !sd.ripe || walked[sd.id] {
-			continue
-		}
+	return storekit.PruneFlowSeeds(seeds, p.Limit, func(id int64) ([]int64, int, error) {
 		var ids []int64
 		var n int
-		if err := s.pool.QueryRow(ctx, pruneFlowSQL, sd.id, readpast.MaxFlowPrune, cut[0], cut[1], cut[2]).Scan(&ids, &n); err != nil {
-			return deleted, 0, opErr("prune flows", err)
+		if err := s.pool.QueryRow(ctx, pruneFlowSQL, id, readpast.MaxFlowPrune, cut[0], cut[1], cut[2]).Scan(&ids, &n); err != nil {
+			return nil, 0, opErr("prune flows", err)
 		}
-		deleted += n
-		for _, id := range ids {
-			walked[id] = true
-		}
-	}
-	if len(seeds) < p.Limit {
-		return deleted, 0, nil
-	}
-	return deleted, seeds[len(seeds)-1].id, nil
+		return ids, n, nil
+	})
 }
 
 // cutoff is t as a statement parameter: NULL when zero (keep).

@@ -19,48 +19,6 @@ var (
 	aprPruneBig  = flag.Bool("advprune.big", false, "run the flow-retention attack on a batch larger than MaxFlowPrune (slow)")
 )
 
-// aprEndedBatch opens a batch of members jobs (queue mq) and runs them
-// all; the last, on queue lastq, fails for good. The batch is not sealed.
-func aprEndedBatch(t *testing.T, s storetest.RetentionStore, members int) (fin *readpast.Job, last int64) {
-	t.Helper()
-	ctx := context.Background()
-	fin, err := s.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "fin", Queue: "fq"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := make([]readpast.EnqueueParams, members)
-	for i := range ps {
-		ps[i] = readpast.EnqueueParams{Kind: "m", Queue: "mq"}
-	}
-	ps[members-1] = readpast.EnqueueParams{Kind: "m", Queue: "lastq", MaxAttempts: 1}
-	for i := 0; i < members; i += 1000 {
-		js, err := s.AddToBatch(ctx, fin.ID, ps[i:min(i+1000, members)])
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = js[len(js)-1].ID
-	}
-	for done := 0; done < members-1; {
-		got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Queues: []string{"mq"}, Limit: 1000, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			t.Fatalf("nothing to claim with %d members left", members-1-done)
-		}
-		cs := make([]readpast.Completion, len(got))
-		for i, j := range got {
-			cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
-		}
-		if _, err := s.Complete(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
-		done += len(got)
-	}
-	storetest.RetentionRun(t, s, "lastq", last, true)
-	return fin, last
-}
-
 // TestAdvPruneCostOfAnUnripeBatch measures a retention pass over an open
 // batch whose members have all ended: each call of PruneFlows walks the
 // whole batch again, in a write transaction, to delete nothing. Behind
@@ -72,7 +30,7 @@ func TestAdvPruneCostOfAnUnripeBatch(t *testing.T) {
 	for _, members := range []int{1000, 2000, 4000} {
 		s := openTemp(t)
 		setup := time.Now()
-		aprEndedBatch(t, s, members)
+		storetest.RetentionEndedBatch(t, s, members)
 		t.Logf("open batch, %d members enqueued and run in %v", members, time.Since(setup))
 		start := time.Now()
 		n, calls := storetest.RetentionPruneAll(t, s, readpast.FlowPruneParams{Succeeded: storetest.RetentionLater(), Failed: storetest.RetentionLater()})
@@ -95,7 +53,7 @@ func TestAdvPruneBatchLargerThanTheWalk(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := openTemp(t)
-	fin, last := aprEndedBatch(t, s, readpast.MaxFlowPrune+1)
+	fin, last := storetest.RetentionEndedBatch(t, s, readpast.MaxFlowPrune+1)
 	if _, err := s.SealBatch(ctx, fin.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 var _ readpast.FlowPruner = (*Store)(nil)
@@ -96,11 +97,7 @@ func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int
 		return 0, 0, err
 	}
 	cut := [3]any{cutoff(p.Succeeded), cutoff(p.Failed), cutoff(p.Cancelled)}
-	type seed struct {
-		id   int64
-		ripe bool
-	}
-	var seeds []seed
+	var seeds []storekit.FlowSeed
 	err = s.readOp(ctx, "prune flows", func(db *sql.DB) error {
 		seeds = seeds[:0]
 		rows, err := db.QueryContext(ctx, pruneFlowSeedsSQL, p.After, cut[0], cut[1], cut[2], p.Limit, micros(s.now()))
@@ -108,8 +105,8 @@ func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int
 			return err
 		}
 		for rows.Next() {
-			var sd seed
-			if err := rows.Scan(&sd.id, &sd.ripe); err != nil {
+			var sd storekit.FlowSeed
+			if err := rows.Scan(&sd.ID, &sd.Ripe); err != nil {
 				rows.Close()
 				return err
 			}
@@ -120,30 +117,16 @@ func (s *Store) PruneFlows(ctx context.Context, p readpast.FlowPruneParams) (int
 	if err != nil {
 		return 0, 0, err
 	}
-	deleted, walked := 0, map[int64]bool{}
-	for _, sd := range seeds {
-		if !sd.ripe || walked[sd.id] {
-			continue
-		}
+	return storekit.PruneFlowSeeds(seeds, p.Limit, func(id int64) ([]int64, int, error) {
 		var ids []int64
 		var n int
 		err := s.writeTx(ctx, "prune flows", func(tx *sql.Tx) error {
 			var err error
-			ids, n, err = s.pruneFlow(ctx, tx, sd.id, cut)
+			ids, n, err = s.pruneFlow(ctx, tx, id, cut)
 			return err
 		})
-		if err != nil {
-			return deleted, 0, err
-		}
-		deleted += n
-		for _, id := range ids {
-			walked[id] = true
-		}
-	}
-	if len(seeds) < p.Limit {
-		return deleted, 0, nil
-	}
-	return deleted, seeds[len(seeds)-1].id, nil
+		return ids, n, err
+	})
 }
 
 // pruneFlow walks the flow of job id and deletes it if all of it may go,

@@ -466,3 +466,45 @@ func RunRetentionShapes(t *testing.T, open func(t *testing.T) RetentionStore) {
 		t.Run(sc.name, func(t *testing.T) { sc.f(t, open(t)) })
 	}
 }
+
+// RetentionEndedBatch opens a batch of members jobs (queue mq) and runs them
+// all; the last, on queue lastq, fails for good. The batch is not sealed.
+func RetentionEndedBatch(t *testing.T, s RetentionStore, members int) (fin *readpast.Job, last int64) {
+	t.Helper()
+	ctx := context.Background()
+	fin, err := s.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "fin", Queue: "fq"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]readpast.EnqueueParams, members)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "m", Queue: "mq"}
+	}
+	ps[members-1] = readpast.EnqueueParams{Kind: "m", Queue: "lastq", MaxAttempts: 1}
+	for i := 0; i < members; i += 1000 {
+		js, err := s.AddToBatch(ctx, fin.ID, ps[i:min(i+1000, members)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = js[len(js)-1].ID
+	}
+	for done := 0; done < members-1; {
+		got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Queues: []string{"mq"}, Limit: 1000, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("nothing to claim with %d members left", members-1-done)
+		}
+		cs := make([]readpast.Completion, len(got))
+		for i, j := range got {
+			cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
+		}
+		if _, err := s.Complete(ctx, cs); err != nil {
+			t.Fatal(err)
+		}
+		done += len(got)
+	}
+	RetentionRun(t, s, "lastq", last, true)
+	return fin, last
+}

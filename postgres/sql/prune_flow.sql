@@ -84,15 +84,5 @@ gone AS (
     WHERE h.id = l.id AND (SELECT ok FROM ripe)
     RETURNING h.id, h.unique_key, h.tags
 ),
-dropped_tags AS (
-    DELETE FROM readpast_job_tags t
-    USING (SELECT id, unnest(tags) AS tag FROM gone WHERE tags IS NOT NULL) g
-    WHERE t.tag = g.tag AND t.job_id = g.id
-),
-freed_keys AS (
-    DELETE FROM readpast_unique_keys k
-    USING gone g
-    WHERE g.unique_key IS NOT NULL AND k.unique_key = g.unique_key AND k.job_id = g.id
-),
-{{template "drop_edges"}}
+{{template "drop_history_rows"}}
 SELECT (SELECT ids FROM walked), (SELECT count(*) FROM gone)
