@@ -496,6 +496,7 @@ func (c *api) longPoll(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := c.call(ctx, "POST", "/v1/jobs", nil, httpapi.EnqueueRequest{Kind: a.Kind, Queue: a.Queue}, &j); err != nil {
 		return nil, err
 	}
+	answered := time.Now()
 	r := <-done
 	if r.err != nil {
 		return nil, r.err
@@ -503,6 +504,7 @@ func (c *api) longPoll(ctx context.Context, raw json.RawMessage) (any, error) {
 	return map[string]any{
 		"jobs":        jobsOf(r.jobs),
 		"enqueued_id": j.ID,
-		"wake_ms":     float64(r.at.Sub(sent).Microseconds()) / 1000,
+		"enqueue_ms":  float64(answered.Sub(sent).Microseconds()) / 1000,
+		"wake_ms":     float64(r.at.Sub(answered).Microseconds()) / 1000,
 	}, nil
 }

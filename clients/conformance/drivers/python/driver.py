@@ -292,13 +292,14 @@ class Driver:
             raise DriverError("driver_error", "the claim answered before the enqueue: %r" % (got,))
         sent = time.monotonic()
         job = self.c.enqueue(kind, queue=queue)
+        answered = time.monotonic()
         t.join(wait + 30)
         if "error" in got:
             raise got["error"]
         if "at" not in got:
             raise DriverError("driver_error", "the claim did not answer")
         return {"jobs": [job_out(j) for j in got["jobs"]], "enqueued_id": job.id,
-                "wake_ms": (got["at"] - sent) * 1000.0}
+                "enqueue_ms": (answered - sent) * 1000.0, "wake_ms": (got["at"] - answered) * 1000.0}
 
     def op_run_worker(self, a):
         queue, concurrency, shutdown, wait_started, sig = take(

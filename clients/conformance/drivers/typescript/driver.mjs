@@ -351,12 +351,13 @@ class Driver {
     }
     const sent = performance.now();
     const job = await this.c.enqueue({ kind: a.kind, queue: a.queue });
+    const answered = performance.now();
     const timeout = new AbortController();
     await Promise.race([claimed, sleep((a.wait_seconds + 30) * 1000, undefined, { signal: timeout.signal }).catch(() => {})]);
     timeout.abort();
     if (got === undefined) throw new DriverError("driver_error", "the claim did not answer");
     if (got.error !== undefined) throw got.error;
-    return { jobs: got.jobs.map(jobOut), enqueued_id: job.id, wake_ms: got.at - sent };
+    return { jobs: got.jobs.map(jobOut), enqueued_id: job.id, enqueue_ms: answered - sent, wake_ms: got.at - answered };
   }
 
   async run_worker(args) {
