@@ -199,18 +199,21 @@ func TestClientHeartbeatsLongJobs(t *testing.T) {
 	w := readpast.NewWorkers()
 	w.Handle("slow", func(ctx context.Context, job *readpast.Job) (any, error) {
 		select {
-		case <-time.After(2500 * time.Millisecond): // two and a half leases
+		case <-time.After(5 * time.Second): // two and a half leases
 			return nil, nil
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
 	}, nil)
-	c := startClient(t, s, readpast.Config{Workers: w, Lease: time.Second, RescueInterval: 50 * time.Millisecond})
+	// A lease of 2 s, renewed every third of it: a heartbeat may come
+	// more than a second late on a loaded machine without losing the job,
+	// and a client that renewed nothing would lose it at 2 s.
+	c := startClient(t, s, readpast.Config{Workers: w, Lease: 2 * time.Second, RescueInterval: 50 * time.Millisecond})
 	jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "slow"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "slow job to finish", func() bool { return stateOf(t, s, jobs[0].ID).State.Final() })
+	waitFor(t, 20*time.Second, "slow job to finish", func() bool { return stateOf(t, s, jobs[0].ID).State.Final() })
 	if j := stateOf(t, s, jobs[0].ID); j.State != readpast.StateSucceeded || j.Attempt != 1 {
 		t.Fatalf("heartbeated job: %s after %d attempts, errors %+v", j.State, j.Attempt, j.Errors)
 	}

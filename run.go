@@ -22,8 +22,8 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	c := p.client
 	r := &run{p: p, job: job}
 	if t := c.trace; t != nil {
-		r.startProcess(t, w.base, c.cfg.WorkerID)
-		defer r.endProcess(t)
+		r.startProcess(t, w.base)
+		defer r.endProcess(t, c.cfg.WorkerID)
 	}
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {

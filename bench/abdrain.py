@@ -15,7 +15,8 @@ the server must run on this machine: --pgdata is its data directory).
 
 It prints, for each measure, both sides' medians, the median of the pairs'
 ratios B/A with a bootstrap 95% interval, and writes every run to --out.
---b-args passes flags to B only (--b-args=-drain.trace: tracing on).
+--args passes flags to both, --b-args to B only (--b-args=-drain.trace:
+tracing on in B).
 """
 
 import argparse
@@ -83,12 +84,13 @@ def main():
     p.add_argument("--pgdata", required=True, help="the data directory of the server READPAST_DATABASE_URL names")
     p.add_argument("--pairs", type=int, default=16)
     p.add_argument("--benchtime", default="3x")
+    p.add_argument("--args", default="", help="flags for both, space-separated (--args=-drain.trace: both traced)")
     p.add_argument("--b-args", default="", help="flags for B only, space-separated")
     p.add_argument("--out", default="abdrain.log")
     o = p.parse_args()
     if not os.environ.get("READPAST_DATABASE_URL"):
         sys.exit("set READPAST_DATABASE_URL to a server on this machine (see --help)")
-    sides = {"A": (o.a, []), "B": (o.b, o.b_args.split())}
+    sides = {"A": (o.a, o.args.split()), "B": (o.b, o.args.split() + o.b_args.split())}
     pairs = []
     with open(o.out, "a") as log:
         for i in range(o.pairs):

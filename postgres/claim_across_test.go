@@ -141,8 +141,10 @@ func waitsBehindTrickle(t *testing.T, a *postgres.Store, from string, urgent fun
 	p50, p99 := waits[len(waits)/2], waits[len(waits)-1]
 	p90 := waits[len(waits)*9/10-1]
 	t.Logf("from %s to the job's start: p50 %v, p90 %v, p99 %v (%d jobs)", from, p50, p90, p99, len(waits))
-	if p50 > 100*time.Millisecond || p90 > 500*time.Millisecond {
-		t.Fatalf("jobs ahead of the trickle started p50 %v, p90 %v after %s; want within 100 ms and 500 ms", p50, p90, from)
+	// Without the fix the p50 was over 900 ms; idle it is under 25 ms.
+	// 300 ms leaves room for a machine busy with another package's tests.
+	if p50 > 300*time.Millisecond || p90 > 500*time.Millisecond {
+		t.Fatalf("jobs ahead of the trickle started p50 %v, p90 %v after %s; want within 300 ms and 500 ms", p50, p90, from)
 	}
 }
 

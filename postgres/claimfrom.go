@@ -130,9 +130,9 @@ type queuePosition struct {
 	// have seen it: it must not leave the position past that job's reach.
 	enqueues uint64
 	enqueued [enqueueLog]claimPosition
-	// wakeAt is when the wake-up that a short positioned claim asked for
-	// comes (zero: none is pending).
-	wakeAt time.Time
+	// wokeFor is the full claim (its start, full.at) whose successor a
+	// short positioned claim has asked a wake-up for: one per full claim.
+	wokeFor time.Time
 }
 
 // claimStart is where a claim begins, and what it saw of its queue.
@@ -283,18 +283,16 @@ func (c *claimFrom) claimed(st claimStart, jobs []*readpast.Job) {
 }
 
 // wakeAtFull wakes the store's claimers when the next full claim of q is
-// due, unless a wake-up is pending already: a positioned claim of q came
-// back short, and the claimer may wait for its poll when a job lies ahead
-// of the position. c.mu is held.
+// due, or at once if it is due already, unless one was asked for since the
+// last full claim began: a positioned claim of q came back short, and the
+// claimer may wait for its poll when a job lies ahead of the position.
+// c.mu is held.
 func (c *claimFrom) wakeAtFull(q *queuePosition) {
-	if c.wake == nil || q.full.at.IsZero() {
+	if c.wake == nil || q.full.at.IsZero() || q.wokeFor.Equal(q.full.at) {
 		return
 	}
-	at := q.full.at.Add(c.interval(q.full.took))
-	if d := time.Until(at); d > 0 && !q.wakeAt.After(time.Now()) {
-		q.wakeAt = at
-		time.AfterFunc(d, c.wake)
-	}
+	q.wokeFor = q.full.at
+	time.AfterFunc(max(time.Until(q.full.at.Add(c.interval(q.full.took))), 0), c.wake)
 }
 
 // enqueued records jobs this store just committed: a queue whose position

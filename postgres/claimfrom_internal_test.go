@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -103,19 +104,31 @@ func TestClaimPositionInterleavings(t *testing.T) {
 
 // TestShortPositionedClaimWakes: a positioned claim that comes back short
 // may have missed a job put ahead of the position by another process; the
-// store then wakes its claimers when the next full claim is due, once
-// however many short claims there are meanwhile. A full claim that comes
-// back short asks for nothing: it missed nothing.
+// store then wakes its claimers when the next full claim is due (at once
+// when it is due by the time the short claim ends), once however many
+// short claims there are meanwhile. A full claim that comes back short
+// asks for nothing: it missed nothing.
 func TestShortPositionedClaimWakes(t *testing.T) {
+	for _, ago := range []time.Duration{0, time.Second} {
+		t.Run(fmt.Sprint("full claim ", ago, " ago"), func(t *testing.T) { shortPositionedClaimWakes(t, ago) })
+	}
+}
+
+func shortPositionedClaimWakes(t *testing.T, ago time.Duration) {
 	woken := make(chan time.Time, 10)
 	c := &claimFrom{fullEvery: 50 * time.Millisecond, wake: func() { woken <- time.Now() }}
 	q := []string{"q"}
 	job := &readpast.Job{ID: 1, Queue: "q", RunAt: time.Now().Add(-time.Hour)}
-	full := c.start(q, 10, time.Now())
+	// The claims' clock reads are given, a millisecond apart: the short
+	// claims began within the interval, and end before the next full
+	// claim is due (ago 0, unless the machine stalls for 50 ms) or after
+	// it (ago 1 s).
+	t0 := time.Now().Add(-ago)
+	full := c.start(q, 10, t0)
 	c.claimed(full, []*readpast.Job{job})
 	began := time.Now()
-	for range 3 {
-		p := c.start(q, 10, time.Now())
+	for i := range 3 {
+		p := c.start(q, 10, t0.Add(time.Duration(i+1)*time.Millisecond))
 		if !p.positioned {
 			t.Fatal("a claim within the interval starts at the head")
 		}
@@ -123,7 +136,7 @@ func TestShortPositionedClaimWakes(t *testing.T) {
 	}
 	select {
 	case at := <-woken:
-		if d := at.Sub(began); d > 200*time.Millisecond {
+		if d := at.Sub(began); d > time.Second {
 			t.Fatalf("woken %v after the short claims; the next full claim was due within 50 ms", d)
 		}
 	case <-time.After(2 * time.Second):

@@ -158,10 +158,18 @@ func TestLatency(t *testing.T) {
 		t.Fatalf("a round trip took %v with 100ms each way", d)
 	}
 	p.SetLatency(0)
-	start = time.Now()
-	roundTrip(t, c, r, "b", time.Second)
-	if d := time.Since(start); d > 100*time.Millisecond {
-		t.Fatalf("a round trip took %v without latency", d)
+	// The quickest of five: a latency left behind would add 200 ms to
+	// every one, a loaded machine delays only some.
+	quickest := time.Hour
+	for range 5 {
+		start = time.Now()
+		if got, ok := roundTrip(t, c, r, "b", time.Second); !ok || got != "b" {
+			t.Fatalf("without latency: %q %v", got, ok)
+		}
+		quickest = min(quickest, time.Since(start))
+	}
+	if quickest > 100*time.Millisecond {
+		t.Fatalf("the quickest of five round trips took %v without latency", quickest)
 	}
 }
 

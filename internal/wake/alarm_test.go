@@ -21,7 +21,9 @@ func TestAlarm(t *testing.T) {
 	for i, want := range []time.Duration{60 * time.Millisecond, 120 * time.Millisecond} {
 		select {
 		case at := <-calls:
-			if d := at.Sub(start); d < want || d > want+100*time.Millisecond {
+			// Never early; late by up to a second on a loaded machine
+			// (a lost time shows as a call that never comes).
+			if d := at.Sub(start); d < want || d > want+time.Second {
 				t.Fatalf("call %d came at %v, want %v", i, d, want)
 			}
 		case <-time.After(2 * time.Second):

@@ -163,12 +163,14 @@ class WorkerTest(unittest.TestCase):
 
     def test_heartbeats_keep_a_job_longer_than_its_lease(self) -> None:
         def slow(ctx: readpast.JobContext) -> Any:
-            time.sleep(3.0)  # three leases, not looking at ctx
+            time.sleep(5.0)  # two and a half leases, not looking at ctx
             return "slept"
 
         job = self.c.enqueue("slow", queue=self.queue, max_attempts=5)
-        w = self.start({"slow": slow}, lease_seconds=1.0)
-        j = self.finished(job.id)
+        # heartbeats every third of a 2 s lease: one may come a second late
+        # on a loaded machine; a worker that sent none would lose the job
+        w = self.start({"slow": slow}, lease_seconds=2.0)
+        j = self.finished(job.id, timeout=20.0)
         self.assertEqual((j.state, j.attempt, j.errors, j.result), ("succeeded", 1, [], "slept"))
         self.assertEqual(w.counts["lost"], 0)
 
