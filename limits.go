@@ -38,10 +38,11 @@ type Limit struct {
 	// means Rate (a full period's worth).
 	Burst int `json:"burst,omitempty"`
 	// Weight is a key's share among the keys that take turns within a
-	// priority: one claim takes up to Weight jobs of the key in each of
-	// its rounds (a job of every key it reads, then a second, ...), so
-	// keys with backlogs and more weight start more jobs (roughly in
-	// proportion: docs/design/flow-control.md). 0 means 1.
+	// priority: the key starts up to Weight jobs per turn, in one claim
+	// (which takes a job of every key it reads, then a second, ...) or
+	// over several, so keys with backlogs start jobs in proportion to
+	// their weights; claims running at once bend the shares somewhat
+	// (docs/design/flow-control.md). 0 means 1.
 	Weight int `json:"weight,omitempty"`
 }
 

@@ -132,6 +132,8 @@ func TestCountsMigration(t *testing.T) {
 		"DROP FUNCTION readpast_turn",
 		// Schema 13 (weights) goes too (readpast_limits went above).
 		"ALTER TABLE readpast_groups DROP COLUMN weight",
+		// Schema 19 (jobs taken in a key's turn) goes too.
+		"ALTER TABLE readpast_groups DROP COLUMN turn_used",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -199,7 +199,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 			}
 			at := micros(b.NextStart(now))
 			turn := g.key.servedAt
-			if taken[g.name] > 0 {
+			if _, moved := g.key.served(taken[g.name]); taken[g.name] > 0 && moved {
 				turn = nowUS
 			}
 			for _, m := range firstPerQueue(g.heads, picked) {

@@ -374,6 +374,7 @@ func TestMigrateFlowsKeepsJobsAndIDs(t *testing.T) {
 		`DROP TABLE readpast_edges`,
 		`ALTER TABLE readpast_jobs DROP COLUMN has_children`,
 		`ALTER TABLE readpast_jobs DROP COLUMN waiting_on`,
+		`ALTER TABLE readpast_groups DROP COLUMN turn_used`, // schema 17, applied again
 		`DELETE FROM readpast_schema_migrations WHERE version > 12`,
 	} {
 		if _, err := s.DB().Exec(q); err != nil {

@@ -38,7 +38,8 @@ var defaultLimit = keyLimit{maxRunning: 1, bucket: storekit.Bucket{Burst: 1}, we
 type keyState struct {
 	exists   bool
 	running  int
-	servedAt int64 // when a claim last took jobs of the key (Unix µs), or 0
+	servedAt int64 // when the key's turn last moved: a claim took its weight's worth (Unix µs), or 0
+	turnUsed int   // jobs claims took of the key since its turn last moved
 	keyLimit
 }
 
@@ -46,8 +47,23 @@ type keyState struct {
 func (k keyState) free() int { return k.maxRunning - k.running }
 
 // round is the round of a claim in which the key's i-th head (from 0)
-// is: a claim takes up to weight heads of the key in each round.
-func (k keyLimit) round(i int) int { return i / max(k.weight, 1) }
+// is: a claim takes up to weight heads of the key in each round, counted
+// from the turnUsed jobs earlier claims took in the key's current turn
+// (at most weight-1 of them: a weight lowered below turnUsed leaves the
+// key its last job of the turn in the first round, not rounds behind).
+func (k keyState) round(i int) int {
+	w := max(k.weight, 1)
+	return (i + min(k.turnUsed, w-1)) / w
+}
+
+// served is what a claim that takes n jobs of the key leaves of its turn:
+// the jobs taken in the turn, and whether the turn moves (the key has
+// started its weight's worth), keeping the rest.
+func (k keyState) served(n int) (used int, moved bool) {
+	w := max(k.weight, 1)
+	u := min(k.turnUsed, w-1) // as round counts it, after a weight lowered below it
+	return (u + n) % w, u+n >= w
+}
 
 // atMicros is t truncated to the microsecond, as the store records times:
 // the bucket of a claim is kept on the very time its jobs record as
@@ -76,7 +92,7 @@ func readKeys(ctx context.Context, tx *sql.Tx, keys []string) ([]keyState, error
 			tat   sql.NullInt64
 			sv    sql.NullInt64
 		)
-		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &k.weight, &tat, &sv)
+		err := tx.QueryRowContext(ctx, keyRowSQL, key).Scan(&k.running, &k.maxRunning, &k.limitKey, &iv, &burst, &k.weight, &tat, &sv, &k.turnUsed)
 		if errors.Is(err, sql.ErrNoRows) {
 			missing = append(missing, key)
 			continue
@@ -172,19 +188,28 @@ func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now
 	if ok, _ := b.Take(now, n); !ok {
 		return b, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
 	}
-	return b, saveKey(ctx, tx, key, k, n, b, micros(now))
+	used, moved := k.served(n)
+	var servedAt int64
+	if moved {
+		servedAt = micros(now)
+	}
+	return b, saveKey(ctx, tx, key, k, n, b, servedAt, used)
 }
 
 // saveKey adds n to key's running count, stores bucket b's tat and, when
-// servedAt is not 0, the time a claim last took jobs of the key, creating
-// its row with k's limit when it has none.
-func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b storekit.Bucket, servedAt int64) error {
-	var sv any
+// servedAt is not 0, the time the key's turn moved, and, when used is not
+// negative, the jobs taken in its turn; it creates the key's row with k's
+// limit when it has none.
+func saveKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, b storekit.Bucket, servedAt int64, used int) error {
+	var sv, u any
 	if servedAt != 0 {
 		sv = servedAt
 	}
+	if used >= 0 {
+		u = used
+	}
 	_, err := tx.ExecContext(ctx, keySaveSQL, key, n, k.maxRunning, k.limitKey,
-		b.Interval.Microseconds(), b.Burst, tatValue(b), sv, max(k.weight, 1))
+		b.Interval.Microseconds(), b.Burst, tatValue(b), sv, max(k.weight, 1), u)
 	return err
 }
 
@@ -501,7 +526,7 @@ func (s *Store) TakeTokens(ctx context.Context, key string, n int) (readpast.Tok
 		if k.exists && (!ok || b.Interval <= 0) {
 			return nil // nothing to write
 		}
-		return saveKey(ctx, tx, key, k, 0, b, 0)
+		return saveKey(ctx, tx, key, k, 0, b, 0, -1)
 	})
 	if never != nil {
 		return readpast.TokenGrant{}, never

@@ -273,6 +273,7 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 		`ALTER TABLE readpast_jobs DROP COLUMN waiting_on`,
 		`ALTER TABLE readpast_jobs DROP COLUMN traceparent`, // schema 12, applied again
 		`ALTER TABLE readpast_jobs DROP COLUMN tracestate`,
+		`ALTER TABLE readpast_groups DROP COLUMN turn_used`, // schema 17, applied again
 		`ALTER TABLE readpast_groups DROP COLUMN weight`,
 		`ALTER TABLE readpast_groups DROP COLUMN served_at`,
 		`DROP TABLE readpast_limits`,

@@ -135,10 +135,15 @@ WHERE group_key IN (SELECT key FROM json_each(?1))`
 	// readpast_limits; a claim that creates the row again resolves them.
 	// A row whose bucket is not full yet stays for PruneGroups, and so
 	// does the turn (served_at) of a key with a job waiting that is due
-	// before it (a job due later takes its place at its run_at anyway). It
+	// before it (a job due later takes its place at its run_at anyway),
+	// and the count of jobs taken in the turn (turn_used) of a key with a
+	// job waiting: a row created again would start the turn over. It
 	// returns the rows' max_running, their free slots now.
 	groupForgetSQL = `DELETE FROM readpast_groups
-WHERE running = 0 AND (tat IS NULL OR tat <= ?2) AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
+WHERE running = 0 AND (tat IS NULL OR tat <= ?2)
+  AND (turn_used = 0 OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
+    WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending'))
+  AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
     WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))
   AND group_key IN (SELECT key FROM json_each(?1))
 RETURNING group_key, max_running`
@@ -413,7 +418,7 @@ WHERE child_id IN (SELECT value FROM json_each(?1)) OR parent_id IN (SELECT valu
 // governs the key when a row is created again.
 const (
 	// keyRowSQL reads key ?1's row.
-	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, weight, tat, served_at
+	keyRowSQL = `SELECT running, max_running, limit_key, interval_us, burst, weight, tat, served_at, turn_used
 FROM readpast_groups WHERE group_key = ?1`
 	// resolveLimitsSQL reads the declared limits that may govern the keys
 	// in ?1 (a JSON array): every template (index
@@ -425,12 +430,13 @@ UNION ALL
 SELECT key, concurrency, interval_us, burst, weight FROM readpast_limits
 WHERE key IN (SELECT value FROM json_each(?1)) AND substr(key, -1) <> '*'`
 	// keySaveSQL counts ?2 more running jobs of key ?1, sets its tat to
-	// ?7 and, unless ?8 is NULL, its served_at to ?8, creating its row with
-	// the limit ?3..?6 and weight ?9 when it has none.
-	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat, served_at, weight)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+	// ?7 and, unless NULL, its served_at to ?8 and its turn_used to ?10,
+	// creating its row with the limit ?3..?6 and weight ?9 when it has
+	// none.
+	keySaveSQL = `INSERT INTO readpast_groups (group_key, running, max_running, limit_key, interval_us, burst, tat, served_at, weight, turn_used)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, coalesce(?10, 0))
 ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat = excluded.tat,
-    served_at = coalesce(excluded.served_at, served_at)`
+    served_at = coalesce(excluded.served_at, served_at), turn_used = coalesce(?10, turn_used)`
 	// keysFromSQL lists the key rows from ?1 on, with their limits, in key
 	// (byte) order: the rows whose key starts with ?1 come first
 	// (governedKeys stops at the first that does not).
@@ -457,9 +463,12 @@ ON CONFLICT (key) DO UPDATE SET concurrency = excluded.concurrency, rate = exclu
 WHERE limit_key = ?1 ORDER BY group_key LIMIT ?2`
 	// pruneGroupsSQL deletes up to ?2 rows of idle keys: nothing running
 	// and a full bucket at ?1, what a missing row means, and no turn to
-	// keep (never served, or no job waiting that is due before the turn).
+	// keep (no job waiting that is due before the turn, and none at all
+	// when jobs were taken in the turn: turn_used).
 	pruneGroupsSQL = `DELETE FROM readpast_groups WHERE group_key IN (
     SELECT group_key FROM readpast_groups WHERE running = 0 AND (tat IS NULL OR tat <= ?1)
+      AND (turn_used = 0 OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
+          WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending'))
       AND (served_at IS NULL OR NOT EXISTS (SELECT 1 FROM readpast_jobs j
           WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))
     LIMIT ?2)`

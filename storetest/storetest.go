@@ -145,6 +145,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeysTakeTurns", testKeysTakeTurns},
 		{"TurnsKept", testTurnsKept},
 		{"WeightedTurns", testWeightedTurns},
+		{"WeightsAcrossClaims", testWeightsAcrossClaims},
 		{"RoundsCountTakenHeads", testRoundsCountTakenHeads},
 		{"FlowRunsInOrder", testFlowRunsInOrder},
 		{"FlowFanIn", testFlowFanIn},

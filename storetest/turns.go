@@ -206,6 +206,134 @@ func testWeightedTurns(t *testing.T, h Harness) {
 	}
 }
 
+// testWeightsAcrossClaims: a key keeps its turn until claims have taken
+// its weight's worth of jobs, however many claims that takes. Backlogged
+// keys of weights 3 and 1, claimed a job at a time, start three and one of
+// every four; so do claims of two, which cut the heavier key's round in
+// the middle (the next claim finishes it before the lighter key's turn).
+// Without the count of jobs taken in a turn, claims of one job alternate
+// the keys whatever their weights.
+func testWeightsAcrossClaims(t *testing.T, h Harness) {
+	for _, size := range []int{1, 2} {
+		t.Run(fmt.Sprint("claims of ", size), func(t *testing.T) {
+			s := newStore(t, h)
+			putLimit(t, s, readpast.Limit{Key: "w:*", Concurrency: 100})
+			putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 3})
+			enqueue(t, s, keyed("w:a", 40)...)
+			enqueue(t, s, keyed("w:b", 40)...)
+			time.Sleep(2 * time.Millisecond)
+			var got []string
+			for len(got) < 32 {
+				c := claim(t, s, size, time.Minute)
+				if len(c) != size {
+					t.Fatalf("a claim of %d took %d", size, len(c))
+				}
+				for _, j := range c {
+					got = append(got, groupName(j.Group))
+				}
+			}
+			for i := 0; i+4 <= len(got); i += 4 {
+				a := 0
+				for _, k := range got[i : i+4] {
+					if k == "w:a" {
+						a++
+					}
+				}
+				if a != 3 {
+					t.Fatalf("starts %d-%d were %v, want three of w:a (weight 3) and one of w:b (weight 1); all: %v", i, i+3, got[i:i+4], got)
+				}
+			}
+		})
+	}
+	// A key whose every job completes before the next claim keeps its
+	// count of jobs taken in its turn: its row stays while it has jobs
+	// waiting, through completions and PruneGroups (SQLite forgets idle
+	// rows at every finish; a row created again would start the turn
+	// over, and a key of weight 2 would never move on).
+	t.Run("CountKeptThroughCompletionsAndPrunes", func(t *testing.T) {
+		s := newStore(t, h)
+		putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 1, Weight: 2})
+		putLimit(t, s, readpast.Limit{Key: "w:b", Concurrency: 1})
+		enqueue(t, s, keyed("w:a", 8)...)
+		enqueue(t, s, keyed("w:b", 8)...)
+		time.Sleep(2 * time.Millisecond)
+		p, ok := s.(readpast.GroupPruner)
+		if !ok {
+			t.Fatal("the store does not prune group rows (readpast.GroupPruner)")
+		}
+		var got []string
+		for range 9 {
+			c := claim(t, s, 1, time.Minute)
+			if len(c) != 1 {
+				t.Fatalf("a claim of one took %d", len(c))
+			}
+			got = append(got, groupName(c[0].Group))
+			if err := completeOne(ctxT(t), s, c[0], ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.PruneGroups(ctxT(t), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := []string{"w:a", "w:a", "w:b", "w:a", "w:a", "w:b", "w:a", "w:a", "w:b"}; !slices.Equal(got, want) {
+			t.Fatalf("claims of one job, each completed and the idle rows pruned, took %v, want %v", got, want)
+		}
+	})
+	// A weight lowered below the jobs already taken in the key's turn
+	// leaves the key's next job in the first round, at its turn: it is not
+	// pushed behind every other key's rounds.
+	t.Run("WeightLoweredBelowTheCount", func(t *testing.T) {
+		s := newStore(t, h)
+		putLimit(t, s, readpast.Limit{Key: "w:*", Concurrency: 100})
+		putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 10})
+		enqueue(t, s, keyed("w:a", 20)...)
+		time.Sleep(2 * time.Millisecond)
+		if n := countKeys(claim(t, s, 9, time.Minute)); n["w:a"] != 9 {
+			t.Fatalf("a claim of 9 took %v, want 9 of w:a", n)
+		}
+		enqueue(t, s, keyed("w:b", 40)...)
+		time.Sleep(2 * time.Millisecond)
+		putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 1})
+		c := claim(t, s, 5, time.Minute)
+		if len(c) == 0 || groupName(c[0].Group) != "w:a" {
+			t.Fatalf("the claim after w:a's weight went from 10 to 1 took %v first, want w:a (its turn came first)", countKeys(c))
+		}
+		if n := countKeys(c); n["w:a"] != 3 || n["w:b"] != 2 {
+			t.Fatalf("the claim after w:a's weight went from 10 to 1 took %v, want 3 of w:a and 2 of w:b, taking turns from w:a", n)
+		}
+	})
+	// A weight lowered below the jobs taken in the turn ends the turn at
+	// the next job taken, and the next turn is a whole one of the new
+	// weight, in claims of one job.
+	t.Run("WholeTurnAfterTheWeightWasLowered", func(t *testing.T) {
+		s := newStore(t, h)
+		putLimit(t, s, readpast.Limit{Key: "w:*", Concurrency: 100})
+		putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 10})
+		enqueue(t, s, keyed("w:a", 40)...)
+		time.Sleep(2 * time.Millisecond)
+		for range 9 {
+			if c := claim(t, s, 1, time.Minute); len(c) != 1 || groupName(c[0].Group) != "w:a" {
+				t.Fatalf("a claim of one took %v, want w:a's", countKeys(c))
+			}
+		}
+		enqueue(t, s, keyed("w:b", 40)...)
+		time.Sleep(2 * time.Millisecond)
+		putLimit(t, s, readpast.Limit{Key: "w:a", Concurrency: 100, Weight: 4})
+		var got []string
+		for range 11 {
+			c := claim(t, s, 1, time.Minute)
+			if len(c) != 1 {
+				t.Fatalf("a claim of one took %d", len(c))
+			}
+			got = append(got, groupName(c[0].Group))
+		}
+		want := []string{"w:a", "w:b", "w:a", "w:a", "w:a", "w:a", "w:b", "w:a", "w:a", "w:a", "w:a"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after w:a took 9 of its turn of 10 and its weight went to 4, claims of one took %v, want %v", got, want)
+		}
+	})
+}
+
 // testRoundsCountTakenHeads: a job's round counts only the jobs of its key
 // the claim can take. Key t:k's first job waits in a queue nobody claims
 // from; its other jobs, in the claimed queue, are due before four

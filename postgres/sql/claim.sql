@@ -45,8 +45,9 @@
 --   finished or rescheduled since the snapshot is left alone.
 -- picked: the first $3 of both kinds in claim order, a keyed job at its
 --   turn (an ungrouped job's turn is its run_at) and in its round (its
---   place among its key's heads this claim took, divided by the key's
---   weight; an ungrouped job's is the first, as a key of one job):
+--   place among its key's heads this claim took, after the turn_used
+--   jobs earlier claims took in the key's current turn, divided by the
+--   key's weight; an ungrouped job's is the first, as a key of one job):
 --   priority, round, turn, run_at, id, so that a claim takes up to weight
 --   jobs of each key it reads before more of any. Heads it cannot take (in
 --   other queues, held, or changed since the snapshot) have no round, so
@@ -54,7 +55,9 @@
 --   round nor the turn goes back, so any cut is a prefix of it.
 -- created / bumped: the key rows count their newly running jobs and, with
 --   a rate, move tat on by one interval a start; served_at becomes the
---   claim's time. A key created by another transaction since the
+--   claim's time once the key has started its weight's worth of jobs in
+--   its turn (turn_used + n reaches weight; turn_used keeps the rest),
+--   else the key keeps its turn. A key created by another transaction since the
 --   snapshot conflicts, nothing is inserted, and that key's jobs are not
 --   claimed.
 -- held: the groups whose rows this claim holds (locked or created).
@@ -66,7 +69,7 @@
 --   with a free slot left is marked again at its first job this claim did
 --   not take, per queue (left_heads): at the job's run_at, or at the
 --   bucket's next start when its tokens ran out (paced), and never
---   before its turn (for a key this claim took jobs of, the start of
+--   before its turn (for a key whose turn this claim moved, the start of
 --   this claim's transaction: a claim that began before this one's clock
 --   read, and reads this mark, counts it as due); so a key out of tokens
 --   costs no claim anything until then; wake announces those times
@@ -103,7 +106,7 @@ marked AS (
     SELECT DISTINCT group_key FROM marks WHERE readpast_stall('claim.group_rows', group_key)
 ),
 locked AS (
-    SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight
+    SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR UPDATE SKIP LOCKED
@@ -119,7 +122,7 @@ new_keys AS (
 ),
 new_groups AS (
     SELECT n.group_key, 0 AS running, k.max_running, k.interval_us, k.burst,
-           NULL::timestamptz AS tat, NULL::timestamptz AS served_at, k.weight, k.limit_key
+           NULL::timestamptz AS tat, NULL::timestamptz AS served_at, k.weight, 0 AS turn_used, k.limit_key
     FROM new_keys n
     CROSS JOIN LATERAL readpast_key_limit(n.group_key) k
     WHERE k.ok
@@ -135,15 +138,15 @@ decided AS (
                  ELSE greatest(floor((g.burst * g.interval_us
                          - greatest(extract(epoch FROM g.tat - t.at) * 1000000, 0)) / g.interval_us), 0)::bigint
                  END) AS takes,
-           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at, g.weight
-    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight FROM locked
+           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at, g.weight, g.turn_used
+    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM locked
           UNION ALL
-          SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight FROM new_groups) g
+          SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM new_groups) g
     CROSS JOIN claim_time t
 ),
 heads AS (
     SELECT h.id, h.queue, h.priority, h.run_at, greatest(h.run_at, d.served_at) AS turn,
-           d.weight, d.group_key, h.rn <= d.takes AS claimable
+           d.weight, d.turn_used, d.group_key, h.rn <= d.takes AS claimable
     FROM decided d
     CROSS JOIN LATERAL (
         SELECT id, queue, priority, run_at, row_number() OVER (ORDER BY priority, run_at, id) AS rn
@@ -166,8 +169,8 @@ picked AS (
     FROM (SELECT id, priority, 1::bigint AS round, run_at AS turn, run_at, group_key FROM ungrouped
           UNION ALL
           SELECT t.id, t.priority,
-                 (row_number() OVER (PARTITION BY t.group_key ORDER BY t.priority, t.run_at, t.id) - 1)
-                     / h.weight + 1,
+                 (row_number() OVER (PARTITION BY t.group_key ORDER BY t.priority, t.run_at, t.id) - 1
+                      + least(h.turn_used, h.weight - 1)) / h.weight + 1,
                  h.turn, t.run_at, t.group_key
           FROM taken_heads t JOIN heads h USING (id)) c
     ORDER BY priority, round, turn, run_at, id
@@ -177,11 +180,13 @@ counts AS (
     SELECT group_key, count(*)::int AS n FROM picked WHERE group_key IS NOT NULL GROUP BY group_key
 ),
 created AS (
-    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, weight, limit_key, tat, served_at)
+    INSERT INTO readpast_groups (group_key, running, max_running, interval_us, burst, weight, limit_key, tat,
+                                 served_at, turn_used)
     SELECT n.group_key, coalesce(c.n, 0), n.max_running, n.interval_us, n.burst, n.weight, n.limit_key,
            CASE WHEN n.interval_us > 0
            THEN t.at + coalesce(c.n, 0) * n.interval_us * interval '1 microsecond' END,
-           CASE WHEN c.n > 0 THEN t.at END
+           CASE WHEN c.n >= n.weight THEN t.at END,
+           coalesce(c.n, 0) % n.weight
     FROM new_groups n LEFT JOIN counts c USING (group_key) CROSS JOIN claim_time t
     ORDER BY n.group_key
     ON CONFLICT (group_key) DO NOTHING
@@ -193,7 +198,9 @@ bumped AS (
         tat = CASE WHEN g.interval_us > 0
               THEN greatest(g.tat, t.at) + c.n * g.interval_us * interval '1 microsecond'
               ELSE g.tat END,
-        served_at = greatest(g.served_at, t.at)
+        served_at = CASE WHEN least(g.turn_used, g.weight - 1) + c.n >= g.weight
+                    THEN greatest(g.served_at, t.at) ELSE g.served_at END,
+        turn_used = (least(g.turn_used, g.weight - 1) + c.n) % g.weight
     FROM counts c, claim_time t
     WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM counts))
       AND g.group_key = c.group_key AND g.group_key IN (SELECT group_key FROM locked)
@@ -215,7 +222,8 @@ paced AS (
            CASE WHEN d.interval_us > 0
            THEN d.base + (coalesce(c.n, 0) - d.burst + 1) * d.interval_us * interval '1 microsecond'
            END AS next_start,
-           CASE WHEN c.n > 0 OR d.served_at > now() THEN now() ELSE d.served_at END AS mark_at
+           CASE WHEN least(d.turn_used, d.weight - 1) + c.n >= d.weight OR d.served_at > now()
+           THEN now() ELSE d.served_at END AS mark_at
     FROM decided d LEFT JOIN counts c USING (group_key)
 ),
 left_heads AS (

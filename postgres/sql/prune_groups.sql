@@ -1,7 +1,8 @@
 -- Delete up to $1 rows of idle keys: nothing running and a full bucket
 -- (no rate, or its theoretical arrival time past), which is what a
--- missing row means, and no turn to keep (never served, or no job
--- waiting that is due before the turn): the claim that creates the row again gives it the limit that
+-- missing row means, and no turn to keep (no job waiting that is due
+-- before the turn, and none at all when jobs were taken in the turn,
+-- turn_used, which a row created again would start over): the claim that creates the row again gives it the limit that
 -- governs the key then (readpast_key_limit). Rows another transaction
 -- holds are skipped, and so are keys whose try-lock another transaction
 -- holds (a claim creating the row, SetGroupLimit): an INSERT of a key
@@ -10,6 +11,9 @@
 WITH idle AS (
     SELECT group_key FROM readpast_groups
     WHERE running = 0 AND (tat IS NULL OR tat <= now())
+      AND (turn_used = 0 OR NOT EXISTS (
+          SELECT 1 FROM readpast_jobs j
+          WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending'))
       AND (served_at IS NULL OR NOT EXISTS (
           SELECT 1 FROM readpast_jobs j
           WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))

@@ -1,0 +1,13 @@
+-- Schema version 19: a key keeps its turn until it has started its
+-- weight's worth of jobs (docs/design/flow-control.md, "Keys take turns").
+--
+-- 1. turn_used counts the jobs claims took of the key since its turn last
+--    moved: a claim that takes n jobs of a key of weight w puts them in
+--    rounds counted from turn_used, and moves the key's turn (served_at)
+--    to the claim's time only when turn_used + n reaches w, keeping the
+--    remainder, (turn_used + n) mod w. So claims of one job take w jobs of
+--    a key of weight w per rotation, as one claim of many does, and
+--    shares follow weights whatever the claims' sizes. A key of weight 1
+--    moves on every claim that takes any of its jobs, as before. The
+--    column's default needs no rewrite of the table.
+ALTER TABLE readpast_groups ADD COLUMN turn_used integer NOT NULL DEFAULT 0;
