@@ -295,9 +295,16 @@ func normalizeTraceContext(traceparent, tracestate string) (string, string, erro
 
 // failSpan records err on span and marks it failed.
 func failSpan(span trace.Span, err error) {
+	markFailed(span, err)
+	span.SetAttributes(semconv.ErrorType(err))
+}
+
+// markFailed records err on span and sets its status, leaving error.type
+// to the caller (failSpan, or endProcess with the span's other
+// attributes).
+func markFailed(span trace.Span, err error) {
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
-	span.SetAttributes(semconv.ErrorType(err))
 }
 
 // itoa is a job id in decimal.
@@ -362,8 +369,7 @@ func (r *run) endProcess(t *Tracing, worker string) {
 		}
 		if a.err != nil {
 			attrs = append(attrs, semconv.ErrorType(a.err))
-			a.span.RecordError(a.err)
-			a.span.SetStatus(codes.Error, a.err.Error())
+			markFailed(a.span, a.err)
 		}
 		a.span.SetAttributes(attrs...)
 		a.span.End()

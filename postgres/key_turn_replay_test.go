@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,6 +58,58 @@ func TestKeyTurnReadFromTheRowAsLocked(t *testing.T) {
 	if len(got1) != 2 || got1[0].ID != ungrouped[0].ID && got1[1].ID != ungrouped[0].ID ||
 		got1[0].ID != ungrouped[1].ID && got1[1].ID != ungrouped[1].ID {
 		t.Fatalf("the first claim took %v, want the two ungrouped jobs: t:big was served after they were enqueued", describe(got1))
+	}
+	checkGroups(t, s)
+}
+
+// TestTurnCountReadFromTheRowAsLocked: the jobs taken in a key's turn
+// (turn_used) are read, like its turn, from the row as locked. Key t:w of
+// weight 2, served once (its turn at that claim), has jobs due before two
+// ungrouped jobs U1 and U2. A claim of two stops before it locks t:w's
+// row, its snapshot showing no job taken in the turn; another claim takes
+// one of t:w's jobs (one of two: the turn stays) and commits; the first
+// goes on and takes t:w's next job and U1, which ends t:w's turn only if
+// it counts the other claim's job. Then t:w's turn is behind U2, and the
+// next claim of one takes U2; counted from the snapshot, t:w would keep
+// its turn and take a third job.
+func TestTurnCountReadFromTheRowAsLocked(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "t:*", Concurrency: 100})
+	putLimit(t, s, readpast.Limit{Key: "t:w", Concurrency: 100, Weight: 2})
+	keyJobs(t, s, "t:w", "qa", 6)
+	if got := claimWithin(t, "a claim of t:w", time.Second, s, claimQ("before", 2, "qa")); len(got) != 2 {
+		t.Fatalf("claimed %v, want two of t:w's jobs (one turn of weight 2)", describe(got))
+	}
+	u, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qa"}, {Kind: "k", Queue: "qa"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := newStall(t, s, "claim.group_rows")
+	var got1 []*readpast.Job
+	done1 := async(func() error {
+		var err error
+		got1, err = first.store.Claim(ctx, claimQ("first", 2, "qa"))
+		return err
+	})
+	first.waitBlocked() // its snapshot shows t:w with no job taken in its turn
+	// A job of t:w that the first claim's snapshot does not show gives the
+	// key a mark of its own, through which a second claim serves it.
+	keyJobs(t, s, "t:w", "qa", 1)
+	got2 := claimWithin(t, "a second claim", time.Second, s, claimQ("second", 1, "qa"))
+	if len(got2) != 1 || groupName(got2[0].Group) != "t:w" {
+		t.Fatalf("the second claim took %v, want a job of t:w (its turn is older than U's run-at)", describe(got2))
+	}
+	first.open()
+	within(t, "the first claim", 2*time.Second, done1)
+	tw := slices.IndexFunc(got1, func(j *readpast.Job) bool { return groupName(j.Group) == "t:w" })
+	if len(got1) != 2 || tw < 0 || got1[1-tw].ID != u[0].ID {
+		t.Fatalf("the first claim took %v, want t:w's next job (the turn's second) and U1", describe(got1))
+	}
+	got3 := claimWithin(t, "a third claim", time.Second, s, claimQ("third", 1, "qa"))
+	if len(got3) != 1 || got3[0].ID != u[1].ID {
+		t.Fatalf("the third claim took %v, want U2: t:w started its two jobs of the turn, and went behind U2", describe(got3))
 	}
 	checkGroups(t, s)
 }

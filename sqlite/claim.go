@@ -188,9 +188,9 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 		var marks []candidate
 		for i, g := range looks {
 			names[i] = g.name
-			b := g.key.bucket
+			b, moved := g.key.bucket, false
 			if n := taken[g.name]; n > 0 {
-				if b, err = takeKey(ctx, tx, g.name, g.key, n, now); err != nil {
+				if b, moved, err = takeKey(ctx, tx, g.name, g.key, n, now); err != nil {
 					return nil, false, next, fmt.Errorf("take group slots: %w", err)
 				}
 			}
@@ -199,7 +199,7 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 			}
 			at := micros(b.NextStart(now))
 			turn := g.key.servedAt
-			if _, moved := g.key.served(taken[g.name]); taken[g.name] > 0 && moved {
+			if moved {
 				turn = nowUS
 			}
 			for _, m := range firstPerQueue(g.heads, picked) {

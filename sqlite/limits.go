@@ -182,18 +182,19 @@ func resolveLimits(ctx context.Context, tx *sql.Tx, keys []string) (map[string]k
 
 // takeKey counts n jobs of key k started at now: its row (created if
 // missing, with k's limit) counts them running, and its bucket gives n
-// tokens, which the claim made sure it has. It returns the bucket after.
-func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now time.Time) (storekit.Bucket, error) {
-	b := k.bucket
+// tokens, which the claim made sure it has. It returns the bucket after,
+// and whether the key's turn moved (keyState.served).
+func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now time.Time) (b storekit.Bucket, moved bool, err error) {
+	b = k.bucket
 	if ok, _ := b.Take(now, n); !ok {
-		return b, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
+		return b, false, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
 	}
 	used, moved := k.served(n)
 	var servedAt int64
 	if moved {
 		servedAt = micros(now)
 	}
-	return b, saveKey(ctx, tx, key, k, n, b, servedAt, used)
+	return b, moved, saveKey(ctx, tx, key, k, n, b, servedAt, used)
 }
 
 // saveKey adds n to key's running count, stores bucket b's tat and, when

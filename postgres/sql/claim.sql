@@ -34,7 +34,9 @@
 --   locked and new_groups first): a bucket is judged at a time after
 --   every change to its row this claim can see, a prune included.
 -- decided: per key held, how many jobs it gives (takes): its free slots,
---   the tokens its bucket has at claim_time, and $3, whichever is least.
+--   the tokens its bucket has at claim_time, and $3, whichever is least;
+--   and the jobs taken in its turn, at most weight - 1 (a weight lowered
+--   below them ends the turn at the next job; bumped counts them so too).
 -- heads: per decided group, its first due pending jobs across all queues
 --   (a group is one ordered stream), as many as it has free slots, plus
 --   one to mark when this claim's own limit is what stops it. Each has a
@@ -138,7 +140,8 @@ decided AS (
                  ELSE greatest(floor((g.burst * g.interval_us
                          - greatest(extract(epoch FROM g.tat - t.at) * 1000000, 0)) / g.interval_us), 0)::bigint
                  END) AS takes,
-           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at, g.weight, g.turn_used
+           g.interval_us, g.burst, greatest(g.tat, t.at) AS base, g.served_at, g.weight,
+           least(g.turn_used, g.weight - 1) AS turn_used
     FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM locked
           UNION ALL
           SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM new_groups) g
@@ -170,7 +173,7 @@ picked AS (
           UNION ALL
           SELECT t.id, t.priority,
                  (row_number() OVER (PARTITION BY t.group_key ORDER BY t.priority, t.run_at, t.id) - 1
-                      + least(h.turn_used, h.weight - 1)) / h.weight + 1,
+                      + h.turn_used) / h.weight + 1,
                  h.turn, t.run_at, t.group_key
           FROM taken_heads t JOIN heads h USING (id)) c
     ORDER BY priority, round, turn, run_at, id
@@ -222,8 +225,7 @@ paced AS (
            CASE WHEN d.interval_us > 0
            THEN d.base + (coalesce(c.n, 0) - d.burst + 1) * d.interval_us * interval '1 microsecond'
            END AS next_start,
-           CASE WHEN least(d.turn_used, d.weight - 1) + c.n >= d.weight OR d.served_at > now()
-           THEN now() ELSE d.served_at END AS mark_at
+           CASE WHEN d.turn_used + c.n >= d.weight OR d.served_at > now() THEN now() ELSE d.served_at END AS mark_at
     FROM decided d LEFT JOIN counts c USING (group_key)
 ),
 left_heads AS (
