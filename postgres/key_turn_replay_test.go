@@ -64,14 +64,15 @@ func TestKeyTurnReadFromTheRowAsLocked(t *testing.T) {
 
 // TestTurnCountReadFromTheRowAsLocked: the jobs taken in a key's turn
 // (turn_used) are read, like its turn, from the row as locked. Key t:w of
-// weight 2, served once (its turn at that claim), has jobs due before two
-// ungrouped jobs U1 and U2. A claim of two stops before it locks t:w's
-// row, its snapshot showing no job taken in the turn; another claim takes
-// one of t:w's jobs (one of two: the turn stays) and commits; the first
-// goes on and takes t:w's next job and U1, which ends t:w's turn only if
-// it counts the other claim's job. Then t:w's turn is behind U2, and the
-// next claim of one takes U2; counted from the snapshot, t:w would keep
-// its turn and take a third job.
+// weight 2, served once (its turn at that claim), has jobs due before
+// three ungrouped jobs U1-U3. A claim of three stops before it locks
+// t:w's row, its snapshot showing no job taken in the turn; another claim
+// takes one of t:w's jobs (one of two: the turn stays) and commits. The
+// first goes on: counting the other claim's job, it has one of t:w's jobs
+// left in the first round, so it takes that one, U1 and U2, and ends
+// t:w's turn (counted from the snapshot, it would take two of t:w's jobs
+// and U1). Then t:w's turn is behind U3, and the next claim of one takes
+// U3 (counted from the snapshot, t:w would keep its turn and go first).
 func TestTurnCountReadFromTheRowAsLocked(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
@@ -82,7 +83,7 @@ func TestTurnCountReadFromTheRowAsLocked(t *testing.T) {
 	if got := claimWithin(t, "a claim of t:w", time.Second, s, claimQ("before", 2, "qa")); len(got) != 2 {
 		t.Fatalf("claimed %v, want two of t:w's jobs (one turn of weight 2)", describe(got))
 	}
-	u, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qa"}, {Kind: "k", Queue: "qa"}})
+	u, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "qa"}, {Kind: "k", Queue: "qa"}, {Kind: "k", Queue: "qa"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestTurnCountReadFromTheRowAsLocked(t *testing.T) {
 	var got1 []*readpast.Job
 	done1 := async(func() error {
 		var err error
-		got1, err = first.store.Claim(ctx, claimQ("first", 2, "qa"))
+		got1, err = first.store.Claim(ctx, claimQ("first", 3, "qa"))
 		return err
 	})
 	first.waitBlocked() // its snapshot shows t:w with no job taken in its turn
@@ -103,13 +104,17 @@ func TestTurnCountReadFromTheRowAsLocked(t *testing.T) {
 	}
 	first.open()
 	within(t, "the first claim", 2*time.Second, done1)
-	tw := slices.IndexFunc(got1, func(j *readpast.Job) bool { return groupName(j.Group) == "t:w" })
-	if len(got1) != 2 || tw < 0 || got1[1-tw].ID != u[0].ID {
-		t.Fatalf("the first claim took %v, want t:w's next job (the turn's second) and U1", describe(got1))
+	ids := make([]int64, len(got1))
+	for i, j := range got1 {
+		ids[i] = j.ID
+	}
+	keyed := slices.IndexFunc(got1, func(j *readpast.Job) bool { return groupName(j.Group) == "t:w" })
+	if len(got1) != 3 || keyed < 0 || !slices.Contains(ids, u[0].ID) || !slices.Contains(ids, u[1].ID) {
+		t.Fatalf("the first claim took %v, want t:w's next job (the turn's second), U1 and U2", describe(got1))
 	}
 	got3 := claimWithin(t, "a third claim", time.Second, s, claimQ("third", 1, "qa"))
-	if len(got3) != 1 || got3[0].ID != u[1].ID {
-		t.Fatalf("the third claim took %v, want U2: t:w started its two jobs of the turn, and went behind U2", describe(got3))
+	if len(got3) != 1 || got3[0].ID != u[2].ID {
+		t.Fatalf("the third claim took %v, want U3: t:w started its two jobs of the turn, and went behind U3", describe(got3))
 	}
 	checkGroups(t, s)
 }
