@@ -40,6 +40,10 @@ var dueUpcomingSQL = mustStatement("due_upcoming")
 // the listener's session keeps LISTEN as its last statement, which tools
 // and tests look for): announcements sent while the store was not
 // listening are lost. A failure leaves those jobs to the poll.
+//
+// Every time read gets an alarm, a soon or past one too: nothing else
+// wakes anybody for a key's next start, and by the time the answer
+// arrives it may be within dueSoon or gone.
 func (s *Store) dueUpcoming(ctx context.Context) {
 	rows, err := s.pool.Query(ctx, dueUpcomingSQL, dueAnnounceMax)
 	if err != nil {
@@ -50,9 +54,20 @@ func (s *Store) dueUpcoming(ctx context.Context) {
 	for rows.Next() {
 		var t time.Time
 		if rows.Scan(&t) == nil {
-			s.dueAt(now, t, false)
+			s.alarm(now, t)
 		}
 	}
+}
+
+// alarm sets an alarm for a due time that the store did not write (heard
+// from another process, or read): at t, however soon, and a little later
+// too when t is more than dueSoon ahead (dueAt).
+func (s *Store) alarm(now, t time.Time) {
+	if t.Sub(now) <= dueSoon {
+		s.due.At(t)
+		return
+	}
+	s.dueAt(now, t, false)
 }
 
 // dueLater sets alarms for the jobs that become due later.
@@ -152,15 +167,10 @@ func (s *Store) heardDue(payload string) bool {
 		if err != nil {
 			continue
 		}
-		t := time.UnixMicro(us)
-		if t.Sub(now) <= dueSoon {
-			// Soon or past: a claim announces the next start of a key it
-			// left out of tokens, which no write wakes anybody for, and
-			// the NOTIFY may come after it.
-			s.due.At(t)
-			continue
-		}
-		s.dueAt(now, t, false)
+		// Soon or past ones too: a claim announces the next start of a
+		// key it left out of tokens, which no write wakes anybody for,
+		// and the NOTIFY may come after it.
+		s.alarm(now, time.UnixMicro(us))
 	}
 	return true
 }

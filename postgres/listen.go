@@ -51,9 +51,12 @@ func (s *Store) listenConn(ctx context.Context) error {
 		return err
 	}
 	// Anything enqueued before LISTEN took effect sent no wake-up we saw,
-	// and no due time we heard.
-	s.hub.Broadcast()
+	// and no due time we heard: alarms for what is not due when
+	// dueUpcoming reads, then one wake-up for what is. In the other order
+	// a time that came due between the wake-up's claims and the read
+	// would be neither claimed nor read (TestListenStartAlarmsForTimesReadLate).
 	s.dueUpcoming(ctx)
+	s.hub.Broadcast()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

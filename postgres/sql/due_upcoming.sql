@@ -5,7 +5,8 @@
 -- tokens, which only their ready marks hold), and the store sets its
 -- alarms from these instead (postgres/due.go). It reads the live table's
 -- pending jobs (a top-N sort; no index orders all queues by run_at) and
--- the marks not yet due, and locks nothing.
+-- the marks not yet due, and locks nothing. The stall point stands for a
+-- read whose answer comes late: the times it read may be soon or past.
 SELECT DISTINCT run_at
 FROM (
     (SELECT run_at FROM readpast_jobs
@@ -16,5 +17,6 @@ FROM (
      WHERE run_at > now()
      ORDER BY run_at LIMIT $1)
 ) t
+WHERE readpast_stall('listen.due_upcoming', run_at)
 ORDER BY run_at
 LIMIT $1;
