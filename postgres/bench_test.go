@@ -135,3 +135,8 @@ func BenchmarkCompleteFreesGroups(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFinish: storetest.BenchFinish.
+//
+//	go test -run '^$' -bench Finish -benchtime 3x ./postgres/
+func BenchmarkFinish(b *testing.B) { storetest.BenchFinish(b, newStore(b)) }

@@ -126,3 +126,8 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFinish: storetest.BenchFinish.
+//
+//	go test -run '^$' -bench Finish -benchtime 3x ./sqlite/
+func BenchmarkFinish(b *testing.B) { storetest.BenchFinish(b, openTemp(b)) }

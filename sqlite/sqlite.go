@@ -189,7 +189,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous("+syncMode+")")
 	q.Set("_txlock", "immediate")
-	s.write, err = sql.Open("sqlite", dsn(abs, q))
+	s.write, err = openDB(dsn(abs, q))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %q: %w", abs, err)
 	}
@@ -209,7 +209,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	rq := url.Values{}
 	rq.Add("_pragma", "busy_timeout("+busy+")")
 	rq.Add("_pragma", "query_only(1)")
-	s.read, err = sql.Open("sqlite", dsn(abs, rq))
+	s.read, err = openDB(dsn(abs, rq))
 	if err != nil {
 		s.write.Close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", abs, err)
@@ -244,13 +244,13 @@ func (s *Store) openReadOnly(ctx context.Context, busy string, conns int) error 
 			q.Set("mode", "ro")
 			q.Set("immutable", "1")
 		}
-		if s.read, err = sql.Open("sqlite", dsn(s.path, q)); err != nil {
+		if s.read, err = openDB(dsn(s.path, q)); err != nil {
 			return fmt.Errorf("sqlite: open %q: %w", s.path, err)
 		}
 		s.read.SetMaxOpenConns(conns)
 		s.read.SetMaxIdleConns(conns)
 		// Writes go to a query_only pool too, and fail there.
-		if s.write, err = sql.Open("sqlite", dsn(s.path, q)); err != nil {
+		if s.write, err = openDB(dsn(s.path, q)); err != nil {
 			s.read.Close()
 			return fmt.Errorf("sqlite: open %q: %w", s.path, err)
 		}

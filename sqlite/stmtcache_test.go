@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// openCached opens a pool of one connection on a new database file with
+// a table t(x INTEGER PRIMARY KEY) holding 1, 2 and 3.
+func openCached(t *testing.T) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "c.db")
+	db, err := openDB(dsn(path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("CREATE TABLE t (x INTEGER PRIMARY KEY); INSERT INTO t VALUES (1), (2), (3)"); err != nil {
+		t.Fatal(err)
+	}
+	return db, path
+}
+
+// kept returns how many statements db's connection keeps.
+func kept(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var n int
+	if err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*cachingConn)
+		if !ok {
+			return fmt.Errorf("connection is a %T, not a cachingConn", dc)
+		}
+		c.mu.Lock()
+		n = len(c.stmts)
+		c.mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestStmtCacheKeepsAStatementPerText(t *testing.T) {
+	db, _ := openCached(t)
+	before := kept(t, db)
+	for range 5 {
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM t WHERE x > ?", 1).Scan(&n); err != nil || n != 2 {
+			t.Fatalf("count = %d, %v; want 2", n, err)
+		}
+		if _, err := db.Exec("UPDATE t SET x = x WHERE x = ?", 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := kept(t, db) - before; got != 2 {
+		t.Errorf("the connection keeps %d more statements after two texts ran five times each, want 2", got)
+	}
+}
+
+// A text run again while rows of it are open gets a statement of its own:
+// sharing the kept one would reset it under the open rows.
+func TestStmtCacheSameTextWhileRowsAreOpen(t *testing.T) {
+	db, _ := openCached(t)
+	const q = "SELECT x FROM t WHERE x >= ? ORDER BY x"
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query(q, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outer, inner []int
+	for rows.Next() {
+		var x, y int
+		if err := rows.Scan(&x); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(q, 3).Scan(&y); err != nil {
+			t.Fatal(err)
+		}
+		outer, inner = append(outer, x), append(inner, y)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if fmt.Sprint(outer) != "[1 2 3]" || fmt.Sprint(inner) != "[3 3 3]" {
+		t.Errorf("outer rows %v, inner queries %v; want [1 2 3] and [3 3 3]", outer, inner)
+	}
+	// The kept statement is free again once its rows closed.
+	var n int
+	if err := tx.QueryRow(q, 2).Scan(&n); err != nil || n != 2 {
+		t.Errorf("after the rows closed: %d, %v; want 2", n, err)
+	}
+}
+
+// A kept statement sees a schema another connection changed: SQLite
+// compiles it again.
+func TestStmtCacheAfterASchemaChange(t *testing.T) {
+	db, path := openCached(t)
+	const q = "SELECT * FROM t WHERE x = ?"
+	var x int
+	if err := db.QueryRow(q, 1).Scan(&x); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", dsn(path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Exec("ALTER TABLE t ADD COLUMN y INTEGER NOT NULL DEFAULT 7"); err != nil {
+		t.Fatal(err)
+	}
+	var y int
+	if err := db.QueryRow(q, 1).Scan(&x, &y); err != nil || y != 7 {
+		t.Errorf("the kept statement after a column was added: y = %d, %v; want 7", y, err)
+	}
+}
+
+// A statement that failed (a constraint) runs again, and texts past the
+// bound are compiled each time and still run.
+func TestStmtCacheAfterAnErrorAndPastItsBound(t *testing.T) {
+	db, _ := openCached(t)
+	const ins = "INSERT INTO t (x) VALUES (?)"
+	if _, err := db.Exec(ins, 1); err == nil {
+		t.Fatal("a duplicate key was inserted")
+	}
+	if _, err := db.Exec(ins, 4); err != nil {
+		t.Fatalf("the statement after its failure: %v", err)
+	}
+	for i := range stmtCacheMax + 10 {
+		var n int
+		if err := db.QueryRow(fmt.Sprintf("SELECT count(*) + %d FROM t", i)).Scan(&n); err != nil || n != 4+i {
+			t.Fatalf("text %d: %d, %v; want %d", i, n, err, 4+i)
+		}
+	}
+	if got := kept(t, db); got != stmtCacheMax {
+		t.Errorf("the connection keeps %d statements, want its bound %d", got, stmtCacheMax)
+	}
+}
