@@ -1,25 +1,14 @@
 package faults_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/readpast/readpast/internal/history"
 	"github.com/readpast/readpast/internal/pgtest"
 )
-
-// libfaketime finds Debian's libfaketime (package libfaketime).
-func libfaketime() (string, error) {
-	m, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
-	if len(m) == 0 {
-		return "", errors.New("libfaketime.so.1 not found under /usr/lib/*/faketime (apt-get install libfaketime)")
-	}
-	return m[0], nil
-}
 
 // TestClockSkew is scenario 7: the worker hosts' clocks are minutes off
 // the database's. A Go program's clock cannot be moved (the runtime reads
@@ -36,17 +25,9 @@ func libfaketime() (string, error) {
 // database wrote its retry time 5 minutes in the database's past) nor 5
 // minutes late.
 func TestClockSkew(t *testing.T) {
-	lib, err := libfaketime()
-	if err != nil {
-		if pgtest.InCI() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
 	for _, skew := range []string{"+5m", "-5m"} {
 		t.Run("db"+skew, func(t *testing.T) {
-			srv := pgtest.ServerFor(t, pgtest.Options{Env: []string{
-				"LD_PRELOAD=" + lib, "FAKETIME=" + skew, "DONT_FAKE_MONOTONIC=1"}})
+			srv := pgtest.ServerFor(t, pgtest.Options{Env: pgtest.FakeTimeEnv(t, skew)})
 			url := srv.URL(newDatabase(t, srv))
 			s := openPG(t, url)
 			r := newRun(t, "clock-skew/db"+skew, s, pgNow(s))

@@ -134,6 +134,8 @@ func TestCountsMigration(t *testing.T) {
 		"ALTER TABLE readpast_groups DROP COLUMN weight",
 		// Schema 19 (jobs taken in a key's turn) goes too.
 		"ALTER TABLE readpast_groups DROP COLUMN turn_used",
+		// Schema 20 (limits resolved for many keys at once) goes too.
+		"DROP FUNCTION readpast_key_limits",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

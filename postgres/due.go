@@ -60,14 +60,24 @@ func (s *Store) dueUpcoming(ctx context.Context) {
 }
 
 // alarm sets an alarm for a due time that the store did not write (heard
-// from another process, or read): at t, however soon, and a little later
-// too when t is more than dueSoon ahead (dueAt).
+// from another process, or read): at t, however soon or past, and dueSkew
+// after it (after now for a past t) for a database clock behind this
+// host's, as dueAt does.
 func (s *Store) alarm(now, t time.Time) {
 	if t.Sub(now) <= dueSoon {
 		s.due.At(t)
+		s.due.At(later(t, now).Add(dueSkew))
 		return
 	}
 	s.dueAt(now, t, false)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // dueLater sets alarms for the jobs that become due later.

@@ -365,6 +365,8 @@ func (s *Store) initWAL(ctx context.Context) error {
 // to EnqueueSQLTx and CompleteSQLTx. It has one connection: while a transaction
 // on it is open, every other write of this Store waits for it to end, so do
 // not call the Store's own write methods (Enqueue, Claim, ...) inside one.
+// Its connections keep the statements they compiled (see stmtcache.go), so
+// Conn.Raw hands out that wrapper, not modernc.org/sqlite's connection.
 func (s *Store) DB() *sql.DB { return s.write }
 
 // Close closes both connection pools and every Subscribe channel.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"reflect"
 	"sync"
 
 	sqlite "modernc.org/sqlite"
@@ -15,14 +16,22 @@ import (
 // database/sql asks the driver to compile every ExecContext and
 // QueryContext anew, so the store's connections keep what they compiled:
 // each connection holds up to stmtCacheMax compiled statements by their
-// text, and runs a text it holds again without compiling it. The driver
+// text, and runs a text it holds again without compiling it. A connection
+// that database/sql's Conn.Raw hands out is this wrapper, not the
+// driver's own. The driver
 // resets a statement (and drops its bindings) when its rows close, so a
 // kept statement holds no lock and no snapshot between runs; SQLite
 // compiles one again by itself when the schema changed.
 
-// stmtCacheMax bounds the statements a connection keeps; texts past it
-// are compiled for each run, as without the cache.
-const stmtCacheMax = 256
+// stmtCacheMax bounds the statements a connection keeps: past it, the
+// one run longest ago is dropped. stmtTextMax bounds the text of a kept
+// statement: a longer one (a multi-row INSERT, whose text grows with its
+// rows and whose compiled form can take a megabyte) is compiled for each
+// run, as without the cache.
+const (
+	stmtCacheMax = 256
+	stmtTextMax  = 8 << 10
+)
 
 // openDB opens a database/sql pool on the SQLite database named by dsn
 // whose connections keep their compiled statements.
@@ -68,16 +77,19 @@ type cachingConn struct {
 
 	mu    sync.Mutex // the rows' Close runs on the reader's goroutine
 	stmts map[string]*cachedStmt
+	runs  uint64 // counts takes, for lastRun
 }
 
-// cachedStmt is a compiled statement and whether rows of it are open.
+// cachedStmt is a compiled statement, whether rows of it are open, and
+// when it last ran (cachingConn.runs then).
 type cachedStmt struct {
 	stmt interface {
 		driver.Stmt
 		driver.StmtExecContext
 		driver.StmtQueryContext
 	}
-	busy bool
+	busy    bool
+	lastRun uint64
 }
 
 func newCachingConn(conn driver.Conn) driver.Conn {
@@ -89,22 +101,20 @@ func newCachingConn(conn driver.Conn) driver.Conn {
 }
 
 // take returns the compiled statement for query, marked busy, compiling
-// and keeping it if there is room; nil when it is in use or the cache is
-// full.
+// and keeping it; nil when it is in use or its text is too long to keep.
 func (c *cachingConn) take(ctx context.Context, query string) (*cachedStmt, error) {
+	if len(query) > stmtTextMax {
+		return nil, nil
+	}
 	c.mu.Lock()
-	cs, ok := c.stmts[query]
-	switch {
-	case ok && cs.busy:
-		c.mu.Unlock()
-		return nil, nil
-	case ok:
-		cs.busy = true
-		c.mu.Unlock()
+	c.runs++
+	if cs, ok := c.stmts[query]; ok {
+		defer c.mu.Unlock()
+		if cs.busy {
+			return nil, nil
+		}
+		cs.busy, cs.lastRun = true, c.runs
 		return cs, nil
-	case len(c.stmts) >= stmtCacheMax:
-		c.mu.Unlock()
-		return nil, nil
 	}
 	c.mu.Unlock()
 	ds, err := c.PrepareContext(ctx, query)
@@ -120,11 +130,33 @@ func (c *cachingConn) take(ctx context.Context, query string) (*cachedStmt, erro
 		ds.Close()
 		return nil, nil
 	}
-	cs = &cachedStmt{stmt: st, busy: true}
+	cs := &cachedStmt{stmt: st, busy: true}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.stmts) >= stmtCacheMax {
+		c.dropOldest()
+	}
+	cs.lastRun = c.runs
 	c.stmts[query] = cs
-	c.mu.Unlock()
 	return cs, nil
+}
+
+// dropOldest closes the kept statement that ran longest ago and is not in
+// use. c.mu is held.
+func (c *cachingConn) dropOldest() {
+	var (
+		oldest string
+		found  *cachedStmt
+	)
+	for q, cs := range c.stmts {
+		if !cs.busy && (found == nil || cs.lastRun < found.lastRun) {
+			oldest, found = q, cs
+		}
+	}
+	if found != nil {
+		found.stmt.Close()
+		delete(c.stmts, oldest)
+	}
 }
 
 func (c *cachingConn) release(cs *cachedStmt) {
@@ -175,7 +207,8 @@ func (c *cachingConn) Close() error {
 	return c.sqliteConn.Close()
 }
 
-// cachedRows gives its statement back when closed.
+// cachedRows gives its statement back when closed. It answers what
+// Rows.ColumnTypes asks as the driver's rows do.
 type cachedRows struct {
 	driver.Rows
 	once sync.Once
@@ -186,4 +219,39 @@ func (r *cachedRows) Close() error {
 	err := r.Rows.Close()
 	r.once.Do(r.done)
 	return err
+}
+
+func (r *cachedRows) ColumnTypeDatabaseTypeName(i int) string {
+	if t, ok := r.Rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
+		return t.ColumnTypeDatabaseTypeName(i)
+	}
+	return ""
+}
+
+func (r *cachedRows) ColumnTypeLength(i int) (int64, bool) {
+	if t, ok := r.Rows.(driver.RowsColumnTypeLength); ok {
+		return t.ColumnTypeLength(i)
+	}
+	return 0, false
+}
+
+func (r *cachedRows) ColumnTypeNullable(i int) (nullable, ok bool) {
+	if t, ok := r.Rows.(driver.RowsColumnTypeNullable); ok {
+		return t.ColumnTypeNullable(i)
+	}
+	return false, false
+}
+
+func (r *cachedRows) ColumnTypePrecisionScale(i int) (precision, scale int64, ok bool) {
+	if t, ok := r.Rows.(driver.RowsColumnTypePrecisionScale); ok {
+		return t.ColumnTypePrecisionScale(i)
+	}
+	return 0, 0, false
+}
+
+func (r *cachedRows) ColumnTypeScanType(i int) reflect.Type {
+	if t, ok := r.Rows.(driver.RowsColumnTypeScanType); ok {
+		return t.ColumnTypeScanType(i)
+	}
+	return reflect.TypeFor[any]()
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -128,8 +129,9 @@ func TestStmtCacheAfterASchemaChange(t *testing.T) {
 	}
 }
 
-// A statement that failed (a constraint) runs again, and texts past the
-// bound are compiled each time and still run.
+// A statement that failed (a constraint) runs again; past the bound the
+// statement run longest ago is dropped, so one run often stays kept; a
+// long text is not kept.
 func TestStmtCacheAfterAnErrorAndPastItsBound(t *testing.T) {
 	db, _ := openCached(t)
 	const ins = "INSERT INTO t (x) VALUES (?)"
@@ -139,13 +141,81 @@ func TestStmtCacheAfterAnErrorAndPastItsBound(t *testing.T) {
 	if _, err := db.Exec(ins, 4); err != nil {
 		t.Fatalf("the statement after its failure: %v", err)
 	}
-	for i := range stmtCacheMax + 10 {
+	const often = "SELECT max(x) FROM t"
+	for i := range 2 * stmtCacheMax {
 		var n int
 		if err := db.QueryRow(fmt.Sprintf("SELECT count(*) + %d FROM t", i)).Scan(&n); err != nil || n != 4+i {
 			t.Fatalf("text %d: %d, %v; want %d", i, n, err, 4+i)
 		}
+		if err := db.QueryRow(often).Scan(&n); err != nil || n != 4 {
+			t.Fatalf("%s: %d, %v", often, n, err)
+		}
 	}
 	if got := kept(t, db); got != stmtCacheMax {
 		t.Errorf("the connection keeps %d statements, want its bound %d", got, stmtCacheMax)
+	}
+	if !keeps(t, db, often) {
+		t.Errorf("the text run after every other one was dropped")
+	}
+	long := "SELECT count(*) FROM t WHERE x IN (" + strings.Repeat("0, ", stmtTextMax/3) + "4)"
+	var n int
+	if err := db.QueryRow(long).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("a long text: %d, %v", n, err)
+	}
+	if keeps(t, db, long) {
+		t.Errorf("a text of %d bytes is kept, over the %d bytes bound", len(long), stmtTextMax)
+	}
+}
+
+// keeps reports whether db's connection keeps a statement of text q.
+func keeps(t *testing.T, db *sql.DB, q string) bool {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ok bool
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		c.mu.Lock()
+		_, ok = c.stmts[q]
+		c.mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// Rows of a kept statement describe their columns as the driver's own do.
+func TestStmtCacheColumnTypes(t *testing.T) {
+	db, path := openCached(t)
+	plain, err := sql.Open("sqlite", dsn(path, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	describe := func(db *sql.DB) string {
+		rows, err := db.Query("SELECT x, 'a' AS s FROM t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		rows.Next()
+		cts, err := rows.ColumnTypes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, ct := range cts {
+			n, nok := ct.Nullable()
+			out = append(out, fmt.Sprint(ct.Name(), ct.DatabaseTypeName(), ct.ScanType(), n, nok))
+		}
+		return strings.Join(out, "; ")
+	}
+	describe(db) // compiled and kept; the next run uses the kept statement
+	if got, want := describe(db), describe(plain); got != want {
+		t.Errorf("column types of a kept statement: %s; the driver's: %s", got, want)
 	}
 }

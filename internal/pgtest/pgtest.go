@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,4 +197,21 @@ func unavailable(tb testing.TB, err error) {
 func InCI() bool {
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	return ci
+}
+
+// FakeTimeEnv returns the environment (Options.Env) that runs a server
+// with its clock off this host's by offset, a libfaketime FAKETIME value
+// ("-0.05": 50 ms behind, "+5m"), through Debian's libfaketime (package
+// libfaketime). Without it the test is skipped, and fails under CI.
+func FakeTimeEnv(t testing.TB, offset string) []string {
+	t.Helper()
+	m, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+	if len(m) == 0 {
+		err := "libfaketime.so.1 not found under /usr/lib/*/faketime (apt-get install libfaketime)"
+		if InCI() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return []string{"LD_PRELOAD=" + m[0], "FAKETIME=" + offset, "DONT_FAKE_MONOTONIC=1"}
 }

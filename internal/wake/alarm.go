@@ -9,9 +9,10 @@ import (
 // Alarm calls a function at times it is given: when a job that a store
 // wrote becomes due later (an enqueue, a retry or a snooze with a run_at
 // ahead), its claimers are woken then instead of at their next poll.
-// Times within alarmCoalesce of one already set share its call, and at
+// Times close together share one call (At), and at
 // most alarmMax times are kept (the earliest): a time left out only
-// leaves its job to the poll. Safe for concurrent use.
+// leaves its job to the poll. Every call comes at or after each time it
+// stands for. Safe for concurrent use.
 type Alarm struct {
 	f func()
 
@@ -36,6 +37,10 @@ const (
 func NewAlarm(f func()) *Alarm { return &Alarm{f: f} }
 
 // At makes the alarm call f at t (a past t: at once).
+//
+// A time shares the call of one already set when that call comes at or
+// after it: the set time is at most alarmCoalesce later, or at most
+// alarmLate earlier (its call comes alarmLate after it).
 func (a *Alarm) At(t time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -43,15 +48,11 @@ func (a *Alarm) At(t time.Time) {
 		return
 	}
 	i, _ := slices.BinarySearchFunc(a.times, t, time.Time.Compare)
-	if i < len(a.times) && a.times[i].Sub(t) < alarmCoalesce {
-		if i == 0 && t.Before(a.times[0]) {
-			a.times[0] = t // earlier: the call comes sooner
-			a.arm()
-		}
-		return
+	if i < len(a.times) && a.times[i].Sub(t) <= alarmCoalesce {
+		return // the call at times[i], a little later, covers t
 	}
-	if i > 0 && t.Sub(a.times[i-1]) < alarmCoalesce {
-		return // the call at times[i-1] covers t
+	if i > 0 && t.Sub(a.times[i-1]) <= alarmLate {
+		return // the call alarmLate after times[i-1] covers t
 	}
 	if i == alarmMax {
 		return

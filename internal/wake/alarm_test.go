@@ -50,3 +50,47 @@ func TestAlarm(t *testing.T) {
 		t.Fatal("a stopped alarm called")
 	}
 }
+
+// TestAlarmNeverCallsBeforeATime: times a few milliseconds apart, given in
+// either order, share a call only when it comes at or after each of them
+// (a call before a time would wake claimers before its job is due, and
+// none would come for it after).
+func TestAlarmNeverCallsBeforeATime(t *testing.T) {
+	for _, gap := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond, 6 * time.Millisecond} {
+		for _, laterFirst := range []bool{false, true} {
+			calls := make(chan time.Time, 10)
+			a := NewAlarm(func() { calls <- time.Now() })
+			t1 := time.Now().Add(50 * time.Millisecond)
+			t2 := t1.Add(gap)
+			if laterFirst {
+				a.At(t2)
+				a.At(t1)
+			} else {
+				a.At(t1)
+				a.At(t2)
+			}
+			var last time.Time
+			deadline := time.After(2 * time.Second)
+		wait:
+			for {
+				select {
+				case c := <-calls:
+					if c.Before(t1) {
+						t.Errorf("gap %v, later first %v: a call %v before the first time", gap, laterFirst, t1.Sub(c))
+					}
+					last = c
+					if !last.Before(t2) {
+						break wait
+					}
+				case <-deadline:
+					break wait
+				}
+			}
+			a.Stop()
+			if last.Before(t2) {
+				t.Errorf("times %v apart (later first: %v): no call at or after the second; the last came %v before it",
+					gap, laterFirst, t2.Sub(last))
+			}
+		}
+	}
+}

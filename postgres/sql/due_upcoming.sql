@@ -5,15 +5,16 @@
 -- tokens, which only their ready marks hold), and the store sets its
 -- alarms from these instead (postgres/due.go). It reads the live table's
 -- pending jobs (a top-N sort; no index orders all queues by run_at) and
--- the marks not yet due, and locks nothing. The stall point stands for a
+-- the marks not yet due, distinct times (many jobs at one time take one
+-- place of the $1), and locks nothing. The stall point stands for a
 -- read whose answer comes late: the times it read may be soon or past.
 SELECT DISTINCT run_at
 FROM (
-    (SELECT run_at FROM readpast_jobs
+    (SELECT DISTINCT run_at FROM readpast_jobs
      WHERE state = 'pending' AND run_at > now()
      ORDER BY run_at LIMIT $1)
     UNION ALL
-    (SELECT run_at FROM readpast_group_ready
+    (SELECT DISTINCT run_at FROM readpast_group_ready
      WHERE run_at > now()
      ORDER BY run_at LIMIT $1)
 ) t
