@@ -91,17 +91,20 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 	}
 }
 
-// BenchmarkCompleteFreesGroups: one Complete of 100 jobs, each the running
-// job of its own group with a backlog, so each completion frees a slot
-// and the group rows' trigger (migrations/0008) marks the group's next
-// job: the cost of announcing freed groups, per batch.
+var freesGroups = flag.Int("frees.groups", 100, "groups, and jobs a Complete, for BenchmarkCompleteFreesGroups")
+
+// BenchmarkCompleteFreesGroups: one Complete of -frees.groups (100) jobs,
+// each the running job of its own group with a backlog, so each
+// completion frees a slot and the group rows' trigger (migrations/0008)
+// marks the group's next job: the cost of announcing freed groups, per
+// batch.
 //
 //	go test -run '^$' -bench CompleteFreesGroups -benchtime 300x ./postgres/
 func BenchmarkCompleteFreesGroups(b *testing.B) {
 	ctx := context.Background()
 	s := newStore(b)
 	defer s.Close()
-	const groups = 100
+	groups := *freesGroups
 	ps := make([]readpast.EnqueueParams, 0, groups*(b.N+1))
 	for range b.N + 1 {
 		for g := range groups {

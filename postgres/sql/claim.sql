@@ -20,7 +20,8 @@
 --   LOCKED, with their newest running count and limit: max_running, the
 --   rate as interval_us (0: none), burst and tat (the bucket's
 --   theoretical arrival time; docs/design/flow-control.md), and weight.
--- new_keys / new_groups: marked keys that have no row in this snapshot.
+-- new_keys / new_groups: marked keys that have no row in this snapshot
+--   (looked up in one object of the keys with rows, as taken below).
 --   This claim creates their rows, under a try-lock on the key that every
 --   transaction inserting or deleting a key's row takes, so two of them
 --   never insert one key at once (the second INSERT would wait for the
@@ -122,9 +123,9 @@ locked AS (
 new_keys AS (
     SELECT group_key
     FROM marked m
-    WHERE CASE WHEN m.group_key <> ALL (ARRAY(
-                   SELECT group_key FROM readpast_groups
-                   WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))))
+    WHERE CASE WHEN NOT (SELECT coalesce(jsonb_object_agg(group_key, true), '{}')
+                         FROM readpast_groups
+                         WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))) ? m.group_key
           THEN pg_try_advisory_xact_lock(1919181683, hashtext(m.group_key))
           ELSE false END
 ),
