@@ -106,3 +106,46 @@ func TestFinisherSeesAGroupRowNewerThanItsSnapshot(t *testing.T) {
 		wantNextClaimable(t, s)
 	})
 }
+
+// TestClaimCreatingAKeyRowNeverWaitsOnItsUpdate: a claim whose snapshot
+// shows no row for key K stops before the key rows (claim.group_rows).
+// Another claim creates K's row and commits; a third, in a transaction
+// left open, takes another job of K and so updates K's row. The first
+// claim goes on and holds K's try-lock. Inserting K's row ON CONFLICT DO
+// NOTHING would wait for the open transaction that updated the
+// conflicting row (and, holding other key rows, could deadlock with a
+// finisher); the claim must instead pass K over and return at once.
+func TestClaimCreatingAKeyRowNeverWaitsOnItsUpdate(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "K", Concurrency: 5})
+	keyJobs(t, s, "K", "qa", 2)
+	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{
+		{Kind: "k", Queue: "qb", Group: "K", Priority: -1}, {Kind: "k", Queue: "qb", Group: "K", Priority: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	first := newStall(t, s, "claim.group_rows")
+	done := async(func() error {
+		_, err := first.store.Claim(ctx, claimQ("first", 10, "qa"))
+		return err
+	})
+	first.waitBlocked() // no row for K in its snapshot
+	if got := claimWithin(t, "the claim creating K's row", 2*time.Second, s, claimQ("second", 1, "qb")); len(got) != 1 {
+		t.Fatalf("the second claim took %d jobs of K, want 1", len(got))
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if held, err := postgres.ClaimTx(ctx, tx, claimQ("third", 1, "qb")); err != nil || len(held) != 1 {
+		t.Fatalf("the third claim took %d jobs of K (%v), want 1", len(held), err)
+	}
+	first.open()
+	within(t, "a claim that meets a key row created since its snapshot, and updated by a transaction still open", 0, done)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkGroups(t, s)
+}

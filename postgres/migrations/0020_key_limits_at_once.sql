@@ -1,5 +1,7 @@
 -- Schema version 20: a claim resolves the limits of the keys whose rows
--- it creates in one call (readpast_key_limits), not one call a key.
+-- it creates in one call (readpast_key_limits), not one call a key, and
+-- creates only rows that are still missing when it holds their keys'
+-- try-locks.
 --
 -- readpast_key_limit (migrations/0011, 0013) runs its lookup as a
 -- statement of its own for each key, planned again at each call: about
@@ -12,6 +14,16 @@
 -- key's own declared limit, else the longest template it matches, else
 -- the default (one at a time, no rate, weight 1). With no keys it takes
 -- no lock. readpast_key_limit stays, for TakeTokens and PutLimit.
+--
+-- It returns only the keys that have no row in its own snapshot. The
+-- caller holds each key's try-lock (1919181683), which every transaction
+-- that inserts or deletes a key's row takes, so a key without a row here
+-- gets none before the caller's INSERT. A key whose row another claim
+-- created and committed after the caller's snapshot is left out: the
+-- caller's INSERT ... ON CONFLICT would otherwise find that row and, if a
+-- third transaction has updated it and is still open (a claim, a
+-- finisher, PutLimit), wait for that transaction, and a claim never waits
+-- (TestClaimCreatingAKeyRowNeverWaitsOnItsUpdate).
 CREATE FUNCTION readpast_key_limits(keys text[])
 RETURNS TABLE (group_key text, limit_key text, max_running integer,
                interval_us bigint, burst integer, weight integer)
@@ -37,6 +49,7 @@ BEGIN
             SELECT left(k.key, n) || '*' FROM generate_series(0, length(k.key)) AS n))
         ORDER BY l.key = k.key DESC, length(l.key) DESC
         LIMIT 1
-    ) l ON true;
+    ) l ON true
+    WHERE NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = k.key);
 END
 $$;

@@ -29,7 +29,9 @@
 --   readpast_key_limits (migrations/0020) gives them the limits that
 --   govern them, read in one statement under the limits' lock, taken
 --   shared and without waiting, with a snapshot of its own: keys whose
---   limit is being changed are passed over.
+--   limit is being changed are passed over, and so are keys whose row
+--   another claim created since this statement's snapshot (the INSERT
+--   would wait for whoever updated that row since).
 -- claim_time: the claim's time, the jobs' started_at, read once the key
 --   rows are locked and the new ones' limits resolved (the joins force
 --   locked and new_groups first): a bucket is judged at a time after
@@ -66,9 +68,10 @@
 --   a rate, move tat on by one interval a start; served_at becomes the
 --   claim's time once the key has started its weight's worth of jobs in
 --   its turn (turn_used + n reaches weight; turn_used keeps the rest),
---   else the key keeps its turn. A key created by another transaction since the
---   snapshot conflicts, nothing is inserted, and that key's jobs are not
---   claimed.
+--   else the key keeps its turn. A key whose row another transaction
+--   created since the snapshot is not in new_groups (readpast_key_limits
+--   reads the rows anew under the key's try-lock); should one conflict
+--   anyway, nothing is inserted, and that key's jobs are not claimed.
 -- held: the groups whose rows this claim holds (locked or created).
 -- claimed (fragments/claim_jobs.sql): the picked jobs, ungrouped or of a
 --   group this claim holds, become running.
