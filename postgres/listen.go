@@ -51,10 +51,11 @@ func (s *Store) listenConn(ctx context.Context) error {
 		return err
 	}
 	// Anything enqueued before LISTEN took effect sent no wake-up we saw,
-	// and no due time we heard: alarms for what is not due when
-	// dueUpcoming reads, then one wake-up for what is. In the other order
-	// a time that came due between the wake-up's claims and the read
-	// would be neither claimed nor read (TestListenStartAlarmsForTimesReadLate).
+	// and no due time we heard: a wake-up at once (the read below may be
+	// slow on a network that just failed), alarms for what is not due when
+	// dueUpcoming reads, then a wake-up for what came due before the read
+	// (TestListenStartAlarmsForTimesReadLate).
+	s.hub.Broadcast()
 	s.dueUpcoming(ctx)
 	s.hub.Broadcast()
 	for {

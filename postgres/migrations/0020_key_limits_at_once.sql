@@ -15,7 +15,9 @@
 -- the default (one at a time, no rate, weight 1). With no keys it takes
 -- no lock. readpast_key_limit stays, for TakeTokens and PutLimit.
 --
--- It returns only the keys that have no row in its own snapshot. The
+-- It returns only the keys that have no row in its own snapshot (looked
+-- up by the primary key for the keys given, so that the plan, made once,
+-- never reads the whole index). The
 -- caller holds each key's try-lock (1919181683), which every transaction
 -- that inserts or deletes a key's row takes, so a key without a row here
 -- gets none before the caller's INSERT. A key whose row another claim
@@ -50,6 +52,6 @@ BEGIN
         ORDER BY l.key = k.key DESC, length(l.key) DESC
         LIMIT 1
     ) l ON true
-    WHERE NOT EXISTS (SELECT 1 FROM readpast_groups g WHERE g.group_key = k.key);
+    WHERE k.key <> ALL (ARRAY(SELECT g.group_key FROM readpast_groups g WHERE g.group_key = ANY (keys)));
 END
 $$;
