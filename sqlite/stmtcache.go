@@ -80,14 +80,17 @@ type cachingConn struct {
 	runs  uint64 // counts takes, for lastRun
 }
 
+// compiledStmt is what the driver's prepared statements offer.
+type compiledStmt interface {
+	driver.Stmt
+	driver.StmtExecContext
+	driver.StmtQueryContext
+}
+
 // cachedStmt is a compiled statement, whether rows of it are open, and
 // when it last ran (cachingConn.runs then).
 type cachedStmt struct {
-	stmt interface {
-		driver.Stmt
-		driver.StmtExecContext
-		driver.StmtQueryContext
-	}
+	stmt    compiledStmt
 	busy    bool
 	lastRun uint64
 }
@@ -121,11 +124,7 @@ func (c *cachingConn) take(ctx context.Context, query string) (*cachedStmt, erro
 	if err != nil {
 		return nil, err
 	}
-	st, ok := ds.(interface {
-		driver.Stmt
-		driver.StmtExecContext
-		driver.StmtQueryContext
-	})
+	st, ok := ds.(compiledStmt)
 	if !ok {
 		ds.Close()
 		return nil, nil

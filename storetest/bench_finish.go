@@ -2,7 +2,7 @@ package storetest
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"testing"
 	"time"
 
@@ -28,21 +28,21 @@ func BenchFinish(b *testing.B, s readpast.Store) {
 			for i, j := range js {
 				cs[i] = readpast.Completion{ID: j.ID, Token: j.Token}
 			}
-			return firstErr(s.Complete(ctx, cs))
+			return joinErrs(s.Complete(ctx, cs))
 		}},
 		{"fail-retry", func(js []*readpast.Job) error {
 			fs := make([]readpast.Failure, len(js))
 			for i, j := range js {
 				fs[i] = readpast.Failure{ID: j.ID, Token: j.Token, Message: "boom", RetryAt: time.Now().Add(time.Hour)}
 			}
-			return firstErr(s.Fail(ctx, fs))
+			return joinErrs(s.Fail(ctx, fs))
 		}},
 		{"fail-discard", func(js []*readpast.Job) error {
 			fs := make([]readpast.Failure, len(js))
 			for i, j := range js {
 				fs[i] = readpast.Failure{ID: j.ID, Token: j.Token, Message: "boom", Discard: true}
 			}
-			return firstErr(s.Fail(ctx, fs))
+			return joinErrs(s.Fail(ctx, fs))
 		}},
 		{"release", func(js []*readpast.Job) error {
 			for _, j := range js {
@@ -105,15 +105,5 @@ func BenchFinish(b *testing.B, s readpast.Store) {
 	}
 }
 
-// firstErr is the call's error or the first of its per-entry errors.
-func firstErr(errs []error, err error) error {
-	if err != nil {
-		return err
-	}
-	for i, e := range errs {
-		if e != nil {
-			return fmt.Errorf("entry %d: %w", i, e)
-		}
-	}
-	return nil
-}
+// joinErrs is the call's error and its per-entry errors, nil when none.
+func joinErrs(errs []error, err error) error { return errors.Join(append(errs, err)...) }
