@@ -79,6 +79,9 @@ type Job struct {
 	RunAt       time.Time       `json:"run_at"`
 	// Group is the concurrency group key; nil for an ungrouped job.
 	Group *string `json:"group"`
+	// Keys are the job's flow-control keys (EnqueueParams.Keys), its
+	// Group first; empty for a job without keys.
+	Keys []string `json:"keys,omitempty"`
 	// Token is the current claim's token while running (and the last claim's
 	// token once finished). Empty when never claimed.
 	Token string `json:"-"`
@@ -136,8 +139,17 @@ type EnqueueParams struct {
 	RunAt time.Time
 	// MaxAttempts defaults to DefaultMaxAttempts.
 	MaxAttempts int
-	// Group is the concurrency group key; empty for none.
+	// Group is the concurrency group key; empty for none. It is the
+	// job's first key: Group "g" is the same as Keys ["g"].
 	Group string
+	// Keys name the limits the job is held to (Store.PutLimit): at most
+	// MaxKeys distinct names, each like a queue's. The job starts only
+	// when every key allows it: fewer running than its concurrency, and a
+	// token in its bucket; it then counts as running on each and spends a
+	// token of each. The first key is its stream (as Group): its turn,
+	// weight and order among that key's jobs. Giving both, Group must be
+	// Keys[0]. See docs/design/flow-control.md, "Jobs with several keys".
+	Keys []string
 	// UniqueKey makes the enqueue idempotent: while a job with this key
 	// holds it, enqueueing the key again creates nothing and returns the
 	// holder with Duplicate set. A job holds its key while it is pending
@@ -179,6 +191,8 @@ const (
 	MaxUniqueFor = 366 * 24 * time.Hour
 	// MaxTags caps EnqueueParams.Tags.
 	MaxTags = 20
+	// MaxKeys caps EnqueueParams.Keys.
+	MaxKeys = 4
 	// MaxSnooze caps the delay of one snooze (Store.Snooze).
 	MaxSnooze = 366 * 24 * time.Hour
 )

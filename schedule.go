@@ -172,12 +172,15 @@ func (p ScheduleParams) Normalize(now time.Time) (ScheduleParams, *CronSchedule,
 		return p, nil, invalid("job.unique_key", "each tick makes exactly one job already; leave it out")
 	case len(p.Job.Tags) > 0:
 		return p, nil, invalid("job.tags", "schedules do not tag their jobs; leave it out")
+	case len(p.Job.Keys) > 1:
+		return p, nil, invalid("job.keys", "a schedule's job takes one key (its group); leave the others out")
 	}
 	j, err := p.Job.Normalize(now)
 	if err != nil {
 		return p, nil, prefixField("job.", err)
 	}
 	j.RunAt = time.Time{}
+	j.Keys = nil // the group is the key
 	p.Job = j
 	return p, c, nil
 }

@@ -33,6 +33,14 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	if err := checkName("group", p.Group, false); err != nil {
 		return p, err
 	}
+	keys, err := normalizeKeys(p.Group, p.Keys)
+	if err != nil {
+		return p, err
+	}
+	p.Keys = keys
+	if len(keys) > 0 {
+		p.Group = keys[0]
+	}
 	if len(p.Payload) == 0 {
 		p.Payload = json.RawMessage("{}")
 	} else if err := checkJSON("payload", p.Payload); err != nil {
@@ -96,6 +104,35 @@ func normalizeTags(tags []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// normalizeKeys checks keys (at most MaxKeys distinct names) against the
+// group given beside them, which must be empty or the first key, and
+// returns the job's keys: keys, or the group alone, or nil for none.
+func normalizeKeys(group string, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		if group == "" {
+			return nil, nil
+		}
+		return []string{group}, nil
+	}
+	if len(keys) > MaxKeys {
+		return nil, invalid("keys", "%d keys, at most %d allowed", len(keys), MaxKeys)
+	}
+	if group != "" && group != keys[0] {
+		return nil, invalid("keys", "the group (%q) is the first key: give it as keys[0] (%q) or leave it out", group, keys[0])
+	}
+	for i, k := range keys {
+		if err := checkName("keys", k, true); err != nil {
+			var fe *FieldError
+			errors.As(err, &fe)
+			return nil, invalid("keys", "key %d (%q) %s", i, k, fe.Message)
+		}
+		if slices.Contains(keys[:i], k) {
+			return nil, invalid("keys", "key %q given twice", k)
+		}
+	}
+	return slices.Clone(keys), nil
 }
 
 // CheckSnooze reports whether d is a usable snooze delay: between 0 and

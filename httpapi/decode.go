@@ -224,6 +224,7 @@ func (req EnqueueRequest) toParams(now time.Time, prefix string) (readpast.Enque
 	if req.Group != nil {
 		p.Group = *req.Group
 	}
+	p.Keys = req.Keys
 	if req.RunAt != nil {
 		t, ae := parseTime(prefix+"run_at", *req.RunAt)
 		if ae != nil {
@@ -272,7 +273,8 @@ func decodeEnqueue(body []byte, now time.Time) (readpast.EnqueueParams, *apiErro
 
 // ParseEnqueue decodes and validates one enqueue request exactly as POST
 // /v1/jobs does: a JSON object with kind, payload, queue, priority, run_at,
-// max_attempts and group. The error names the field at fault.
+// max_attempts, group, keys, unique_key, unique_for_seconds and tags. The
+// error names the field at fault.
 func ParseEnqueue(data []byte, now time.Time) (readpast.EnqueueParams, error) {
 	p, ae := decodeEnqueue(data, now)
 	if ae != nil {

@@ -31,6 +31,7 @@ type FlowJobRequest struct {
 	RunAt       *string         `json:"run_at,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
 	Group       *string         `json:"group,omitempty"`
+	Keys        []string        `json:"keys,omitempty"`
 	Tags        []string        `json:"tags,omitempty"`
 	// After lists the job's edges, each a FlowEdgeRequest.
 	After []json.RawMessage `json:"after,omitempty"`
@@ -68,7 +69,7 @@ func decodeFlow(body []byte, now time.Time, maxJobs int) ([]readpast.FlowJob, *a
 			return nil, ae
 		}
 		p, ae := EnqueueRequest{Kind: one.Kind, Payload: one.Payload, Queue: one.Queue, Priority: one.Priority,
-			RunAt: one.RunAt, MaxAttempts: one.MaxAttempts, Group: one.Group, Tags: one.Tags}.toParams(now, prefix)
+			RunAt: one.RunAt, MaxAttempts: one.MaxAttempts, Group: one.Group, Keys: one.Keys, Tags: one.Tags}.toParams(now, prefix)
 		if ae != nil {
 			return nil, ae
 		}

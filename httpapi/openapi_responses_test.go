@@ -209,6 +209,8 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("PUT", "/v1/limits/{key}", "/v1/limits/api:x", `{"rate":1,"per_seconds":3600}`, 201)
 	do("PUT", "/v1/limits/{key}", "/v1/limits/bad", `{}`, 400)
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","queue":"lim","group":"customer:42"}`, 201)
+	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","queue":"lim","keys":["customer:43","api:x"]}`, 201)
+	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","keys":["a","b","c","d","e"]}`, 400)
 	do("POST", "/v1/claim", "/v1/claim", `{"worker":"w","queues":["lim"]}`, 200)
 	do("GET", "/v1/limits", "/v1/limits", ``, 200)
 	do("GET", "/v1/limits/{key}", "/v1/limits/customer:*", ``, 200)

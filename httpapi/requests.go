@@ -33,6 +33,10 @@ type EnqueueRequest struct {
 	RunAt       *string         `json:"run_at,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
 	Group       *string         `json:"group,omitempty"`
+	// Keys are the job's flow-control keys (readpast.EnqueueParams.Keys):
+	// at most readpast.MaxKeys, the first its group. Given with Group,
+	// Group must be Keys[0].
+	Keys []string `json:"keys,omitempty"`
 	// UniqueKey makes the enqueue idempotent (readpast.EnqueueParams.UniqueKey).
 	UniqueKey *string `json:"unique_key,omitempty"`
 	// UniqueForSeconds keeps the key held this long after the enqueue,

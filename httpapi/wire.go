@@ -61,6 +61,7 @@ type JobSummary struct {
 	MaxAttempts    int               `json:"max_attempts"`
 	RunAt          time.Time         `json:"run_at"`
 	Group          *string           `json:"group"`
+	Keys           []string          `json:"keys,omitempty"`
 	CreatedAt      time.Time         `json:"created_at"`
 	Worker         string            `json:"worker,omitempty"`
 	StartedAt      *time.Time        `json:"started_at,omitempty"`
@@ -94,6 +95,7 @@ func NewJobSummary(j *readpast.Job) JobSummary {
 		MaxAttempts:    j.MaxAttempts,
 		RunAt:          j.RunAt.UTC(),
 		Group:          group,
+		Keys:           j.Keys,
 		CreatedAt:      j.CreatedAt.UTC(),
 		Worker:         j.Worker,
 		StartedAt:      utcPtr(j.StartedAt),

@@ -227,7 +227,7 @@ func (s *Store) Batch(ctx context.Context, id int64) (readpast.Batch, error) {
 // and returns them in order.
 func insertFlowRows(ctx context.Context, src rowSource, c *enqueueCols, waiting []int32, parents []bool) ([]*readpast.Job, error) {
 	rows, err := src.query(ctx, enqueueFlowSQL, c.queues, c.kinds, c.payloads, c.prios, c.runAt,
-		c.maxAtt, c.groups, c.tags, c.traceparents, c.tracestates, waiting, parents)
+		c.maxAtt, c.groups, c.tags, c.traceparents, c.tracestates, waiting, parents, c.moreKeys)
 	if err != nil {
 		return nil, err
 	}

@@ -143,3 +143,9 @@ func BenchmarkCompleteFreesGroups(b *testing.B) {
 //
 //	go test -run '^$' -bench Finish -benchtime 3x ./postgres/
 func BenchmarkFinish(b *testing.B) { storetest.BenchFinish(b, newStore(b)) }
+
+// BenchmarkKeys: what a job's later keys cost its claim and completion
+// (storetest.BenchKeys).
+//
+//	go test -run '^$' -bench Keys -benchtime 5x ./postgres/
+func BenchmarkKeys(b *testing.B) { storetest.BenchKeys(b, newStore(b)) }

@@ -136,6 +136,11 @@ func TestCountsMigration(t *testing.T) {
 		"ALTER TABLE readpast_groups DROP COLUMN turn_used",
 		// Schema 20 (limits resolved for many keys at once) goes too.
 		"DROP FUNCTION readpast_key_limits",
+		// Schema 21 (jobs with several keys) goes too.
+		"ALTER TABLE readpast_jobs DROP COLUMN more_keys",
+		"ALTER TABLE readpast_jobs_history DROP COLUMN more_keys",
+		"ALTER TABLE readpast_groups DROP COLUMN waiters",
+		"DROP FUNCTION readpast_fit_keys",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -26,7 +26,11 @@ type enqueueCols struct {
 	// nil when no job has one, so that an untraced enqueue sends NULL
 	// arrays (unnest pads them with NULLs) and allocates nothing for them.
 	traceparents, tracestates []*string
-	payloadBytes              int // the payloads' total size
+	// moreKeys are the jobs' keys after the first (EnqueueParams.Keys[1:])
+	// joined by spaces, which no key holds; nil when no job has more than
+	// one key, so that such an enqueue sends a NULL array.
+	moreKeys     []*string
+	payloadBytes int // the payloads' total size
 }
 
 // newEnqueueCols validates jobs and lays them out. index maps the position
@@ -57,6 +61,13 @@ func newEnqueueCols(jobs []readpast.EnqueueParams, index []int) (*enqueueCols, e
 		}
 		if p.Group != "" {
 			c.groups[i] = &p.Group
+		}
+		if len(p.Keys) > 1 {
+			if c.moreKeys == nil {
+				c.moreKeys = make([]*string, n)
+			}
+			k := strings.Join(p.Keys[1:], " ")
+			c.moreKeys[i] = &k
 		}
 		if p.UniqueKey != "" {
 			c.keys[i] = &p.UniqueKey
@@ -128,6 +139,9 @@ func (c *enqueueCols) add(o *enqueueCols) {
 		c.traceparents = append(padded(c.traceparents, n), padded(o.traceparents, o.jobs())...)
 		c.tracestates = append(padded(c.tracestates, n), padded(o.tracestates, o.jobs())...)
 	}
+	if c.moreKeys != nil || o.moreKeys != nil {
+		c.moreKeys = append(padded(c.moreKeys, n), padded(o.moreKeys, o.jobs())...)
+	}
 }
 
 // padded returns col, or n NULLs when col is nil.
@@ -141,14 +155,14 @@ func padded(col []*string, n int) []*string {
 // keyedArgs are the parameters of sql/enqueue_unique.sql.
 func (c *enqueueCols) keyedArgs() []any {
 	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.keys, c.uniqueFor, c.tags,
-		c.traceparents, c.tracestates}
+		c.traceparents, c.tracestates, c.moreKeys}
 }
 
 // insertArgs are the parameters of sql/enqueue.sql; notify is its
 // notify flag.
 func (c *enqueueCols) insertArgs(notify bool) []any {
 	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.tags, notify,
-		c.traceparents, c.tracestates}
+		c.traceparents, c.tracestates, c.moreKeys}
 }
 
 // enqueue runs sql/enqueue.sql (or the keyed enqueue) on q. notify says

@@ -197,7 +197,7 @@ func (f *flowPlan) store(ctx context.Context, src rowSource) ([]*readpast.Job, e
 	}
 	c := f.cols
 	rows, err := src.query(ctx, enqueueFlowSQL, c.queues, c.kinds, c.payloads, c.prios, c.runAt,
-		c.maxAtt, c.groups, c.tags, c.traceparents, c.tracestates, f.waiting, f.parents)
+		c.maxAtt, c.groups, c.tags, c.traceparents, c.tracestates, f.waiting, f.parents, c.moreKeys)
 	if err != nil {
 		return nil, err
 	}

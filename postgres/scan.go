@@ -14,7 +14,7 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 22 job columns every job-returning statement selects,
+// scanJob reads the 23 job columns every job-returning statement selects,
 // in the order of sql/get.sql.
 func scanJob(r scanner) (*readpast.Job, error) {
 	return scanJobAfter(r)
@@ -40,6 +40,7 @@ type jobScanner struct {
 	group, token, worker    *string
 	uniqueKey, tags         *string
 	traceparent, tracestate *string
+	moreKeys                *string
 	dest                    []any
 }
 
@@ -52,7 +53,7 @@ func (js *jobScanner) scan(r scanner, extra ...any) (*readpast.Job, error) {
 	j := &js.j
 	js.dest = append(append(js.dest[:0], extra...), &j.ID, &j.Queue, &j.Kind, &js.payload, &j.Priority, &js.state, &j.Attempt, &j.MaxAttempts,
 		&j.RunAt, &js.group, &js.token, &j.LeaseExpiresAt, &js.worker, &j.CreatedAt, &j.StartedAt,
-		&j.FinishedAt, &js.errs, &js.result, &js.uniqueKey, &j.UniqueUntil, &js.tags, &j.Snoozes)
+		&j.FinishedAt, &js.errs, &js.result, &js.uniqueKey, &j.UniqueUntil, &js.tags, &j.Snoozes, &js.moreKeys)
 	if err := r.Scan(js.dest...); err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (js *jobScanner) scanClaim(r scanner, j *readpast.Job) error {
 	s := &js.j
 	js.dest = append(js.dest[:0], &s.ID, &s.Queue, &s.Kind, &js.payload, &s.Priority, &s.Attempt, &s.MaxAttempts,
 		&s.RunAt, &js.group, &s.CreatedAt, &s.StartedAt, &js.errs, &js.uniqueKey, &s.UniqueUntil, &js.tags, &s.Snoozes,
-		&js.traceparent, &js.tracestate)
+		&js.traceparent, &js.tracestate, &js.moreKeys)
 	if err := r.Scan(js.dest...); err != nil {
 		return err
 	}
@@ -105,6 +106,14 @@ func (js *jobScanner) fill(j *readpast.Job) error {
 		j.Result = json.RawMessage(js.result)
 	}
 	j.Group = js.group
+	if js.group != nil {
+		// Statements return the keys after the first joined by spaces,
+		// as they do tags.
+		j.Keys = []string{*js.group}
+		if js.moreKeys != nil && *js.moreKeys != "" {
+			j.Keys = append(j.Keys, strings.Split(*js.moreKeys, " ")...)
+		}
+	}
 	if js.token != nil {
 		j.Token = *js.token
 	}

@@ -131,3 +131,8 @@ func BenchmarkEnqueueUnique(b *testing.B) {
 //
 //	go test -run '^$' -bench Finish -benchtime 3x ./sqlite/
 func BenchmarkFinish(b *testing.B) { storetest.BenchFinish(b, openTemp(b)) }
+
+// BenchmarkKeys: storetest.BenchKeys.
+//
+//	go test -run '^$' -bench Keys -benchtime 5x ./sqlite/
+func BenchmarkKeys(b *testing.B) { storetest.BenchKeys(b, openTemp(b)) }

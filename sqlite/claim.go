@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -22,7 +23,10 @@ import (
 // queues (a group is one ordered stream: its head in a queue this claim
 // does not take holds the rest back), as many as it has free slots. Groups
 // are found through their ready marks (migrations/0003_ready_marks.sql),
-// so full and idle groups cost a claim nothing.
+// so full and idle groups cost a claim nothing. A job with several keys
+// is taken only when every one of them has a free slot and a token, the
+// claim's jobs sharing each key's (keys.go); its group, its first key, is
+// its stream.
 //
 // Claimers serialize on SQLite's write lock; an idle poller does not take
 // it (a read-only probe finds nothing to look at first). A claim's outcome
@@ -88,7 +92,8 @@ type candidate struct {
 	round     int   // a keyed job's place among its key's heads the claim may take, from 0, divided by its weight; 0 for an ungrouped job
 	priority  int
 	queue     string
-	group     string // "" for an ungrouped job
+	group     string   // "" for an ungrouped job
+	more      []string // its keys after the first (more_keys); nil for one key or none
 }
 
 // claimOrder orders candidates by priority, round, turn, run_at, id. A
@@ -135,18 +140,37 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 	if err != nil {
 		return nil, false, next, err
 	}
+	// With a head that has later keys, the claim fits every candidate to
+	// the budgets of all the keys it names (keys.go), which also bound a
+	// first key's own heads: then every head read is a candidate, so that
+	// one a later key holds back leaves its place to the next, and one
+	// whose later key is full already counts in no round.
+	var fit *keyFit
+	if slices.ContainsFunc(looks, func(g groupLook) bool {
+		return slices.ContainsFunc(g.heads, func(h candidate) bool { return len(h.more) > 0 })
+	}) {
+		if fit, err = newKeyFit(ctx, tx, looks, queues); err != nil {
+			return nil, false, next, err
+		}
+	}
 	for _, g := range looks {
 		n := 0 // the key's heads this claim may take so far: a round counts only those
 		for i, h := range g.heads {
-			if i < g.takes && slices.Contains(queues, h.queue) {
+			if (i < g.takes || fit != nil) && slices.Contains(queues, h.queue) {
 				h.round = g.key.round(n)
-				n++
+				if !fit.fullNow(h) {
+					n++
+				}
 				cands = append(cands, h)
 			}
 		}
 	}
 	slices.SortFunc(cands, claimOrder)
-	cands = cands[:min(len(cands), p.Limit)]
+	if fit != nil {
+		cands = fit.take(cands, p.Limit, now)
+	} else {
+		cands = cands[:min(len(cands), p.Limit)]
+	}
 
 	taken := map[string]int{}
 	picked := make(map[int64]bool, len(cands))
@@ -182,34 +206,72 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 	// them (and spend their tokens), its due marks are used up, and a
 	// group with a free slot left is marked again at its first job this
 	// claim did not take, in each queue: at the job's run_at, or at the
-	// bucket's next start when its tokens ran out.
+	// bucket's next start when its tokens ran out (its own, or those of
+	// the later keys that held the job back). A job a full later key held
+	// back gets no mark when its group started nothing in this claim: the
+	// group waits for that key instead (keys.go).
 	if len(looks) > 0 {
 		names := make([]string, len(looks))
-		var marks []candidate
+		var (
+			marks []candidate
+			waits [][2]string
+		)
+		skip := picked
+		if fit != nil {
+			skip = maps.Clone(picked)
+			for id := range fit.held {
+				if fit.fullHeld(id) {
+					skip[id] = true
+				}
+			}
+		}
 		for i, g := range looks {
 			names[i] = g.name
 			b, moved := g.key.bucket, false
-			if n := taken[g.name]; n > 0 {
-				if b, moved, err = takeKey(ctx, tx, g.name, g.key, n, now); err != nil {
+			n, also := taken[g.name], fit.laterUses(g.name)
+			if n+also > 0 {
+				if b, moved, err = takeKey(ctx, tx, g.name, g.key, n, also, now); err != nil {
 					return nil, false, next, fmt.Errorf("take group slots: %w", err)
 				}
 			}
-			if g.free-taken[g.name] <= 0 {
+			if g.free-n-also <= 0 {
 				continue
 			}
+			waits = append(waits, fit.waitsOn(g, picked)...)
 			at := micros(b.NextStart(now))
 			turn := g.key.servedAt
 			if moved {
 				turn = nowUS
 			}
-			for _, m := range firstPerQueue(g.heads, picked) {
+			// A group that started a job in this claim is marked as usual,
+			// held jobs included: the next claim reads on past them, so
+			// claims of a few jobs still reach its jobs behind them. One
+			// that started none waits for the full key.
+			gskip := skip
+			if n > 0 {
+				gskip = picked
+			}
+			for _, m := range firstPerQueue(g.heads, gskip) {
 				if b.Interval > 0 && at > m.runAt {
 					m.runAt = at
 					next = append(next, time.UnixMicro(at))
 				}
+				// A job held for a later key's tokens marks its group at
+				// that key's next start, unless the group started a job in
+				// this claim: then the next claim reads on past it.
+				if until := fit.heldUntil(m.id); n == 0 && until > m.runAt {
+					m.runAt = until
+					next = append(next, time.UnixMicro(until))
+				}
 				m.runAt = max(m.runAt, turn)
 				marks = append(marks, m)
 			}
+		}
+		if err := fit.saveLater(ctx, tx, now); err != nil {
+			return nil, false, next, err
+		}
+		if err := addWaiters(ctx, tx, waits); err != nil {
+			return nil, false, next, err
 		}
 		js, err := json.Marshal(names)
 		if err != nil {
@@ -307,6 +369,15 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 			if g.heads, err = queryCandidates(ctx, tx, groupHeadSQL, name, nowUS, fetch); err != nil {
 				return nil, err
 			}
+			// Heads that name more keys may be held back by them: read one
+			// job more, which may start in their place, so that a held
+			// first job does not hide the key's jobs behind it.
+			if fetch == g.takes && len(g.heads) == fetch &&
+				slices.ContainsFunc(g.heads, func(h candidate) bool { return len(h.more) > 0 }) {
+				if g.heads, err = queryCandidates(ctx, tx, groupHeadSQL, name, nowUS, fetch+1); err != nil {
+					return nil, err
+				}
+			}
 			for i := range g.heads {
 				g.heads[i].turn = max(g.heads[i].runAt, k.servedAt)
 			}
@@ -317,7 +388,7 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 }
 
 // queryCandidates runs a statement returning (id, queue, priority, run_at,
-// group_key) rows, with args.
+// group_key, more_keys) rows, with args.
 func queryCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]candidate, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -326,14 +397,21 @@ func queryCandidates(ctx context.Context, tx *sql.Tx, query string, args ...any)
 	var out []candidate
 	for rows.Next() {
 		var (
-			c     candidate
-			group sql.NullString
+			c           candidate
+			group, more sql.NullString
 		)
-		if err := rows.Scan(&c.id, &c.queue, &c.priority, &c.runAt, &group); err != nil {
+		if err := rows.Scan(&c.id, &c.queue, &c.priority, &c.runAt, &group, &more); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		c.group = group.String
+		if more.Valid {
+			var err error
+			if c.more, err = parseMoreKeys(more); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("job %d: %w", c.id, err)
+			}
+		}
 		c.turn = c.runAt
 		out = append(out, c)
 	}

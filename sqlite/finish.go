@@ -96,11 +96,11 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		}
 		for rows.Next() {
 			var (
-				p     pair
-				group sql.NullString
-				keyed bool
+				p           pair
+				group, more sql.NullString
+				keyed       bool
 			)
-			if err := rows.Scan(&p.id, &p.token, &group, &keyed); err != nil {
+			if err := rows.Scan(&p.id, &p.token, &group, &more, &keyed); err != nil {
 				rows.Close()
 				return nil, false, err
 			}
@@ -109,8 +109,9 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			if keyed {
 				keyedIDs = append(keyedIDs, p.id)
 			}
-			if group.Valid {
-				groups[group.String]++
+			if err := freeJobKeys(groups, group, more); err != nil {
+				rows.Close()
+				return nil, false, fmt.Errorf("job %d: %w", p.id, err)
 			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -214,9 +215,9 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 		var (
 			attempt, maxAttempts int
 			errs, worker         string
-			group                sql.NullString
+			group, more          sql.NullString
 		)
-		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group)
+		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
 			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, false)); err != nil {
 				return nil, false, err
@@ -251,8 +252,8 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 			}
 			wake = wake || parent
 		}
-		if group.Valid {
-			groups[group.String]++
+		if err := freeJobKeys(groups, group, more); err != nil {
+			return nil, false, fmt.Errorf("job %d: %w", f.ID, err)
 		}
 	}
 	storekit.SettleRepeats(res, first, false)
@@ -311,8 +312,8 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 // slot freed.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
 	err := s.writeTx(ctx, "release", func(tx *sql.Tx) error {
-		var group sql.NullString
-		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group)
+		var group, more sql.NullString
+		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
 			return lookup(ctx, tx, id, token, false)
 		}
@@ -322,11 +323,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		if err := markJobs(ctx, tx, []int64{id}); err != nil {
 			return err
 		}
-		if group.Valid {
-			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, micros(s.now()))
-			return err
-		}
-		return nil
+		return freeJobSlots(ctx, tx, group, more, micros(s.now()))
 	})
 	if err != nil {
 		return err
@@ -344,8 +341,8 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	}
 	err := s.writeTx(ctx, "snooze", func(tx *sql.Tx) error {
 		nowUS := micros(s.now())
-		var group sql.NullString
-		err := tx.QueryRowContext(ctx, snoozeSQL, id, token, nowUS+d.Microseconds()).Scan(&group)
+		var group, more sql.NullString
+		err := tx.QueryRowContext(ctx, snoozeSQL, id, token, nowUS+d.Microseconds()).Scan(&group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
 			return lookup(ctx, tx, id, token, false)
 		}
@@ -355,11 +352,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 		if err := markJobs(ctx, tx, []int64{id}); err != nil {
 			return err
 		}
-		if group.Valid {
-			_, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
-			return err
-		}
-		return nil
+		return freeJobSlots(ctx, tx, group, more, nowUS)
 	})
 	if err != nil {
 		return err
@@ -367,4 +360,18 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	s.dueAt(time.Now(), time.Now().Add(d))
 	s.wake()
 	return nil
+}
+
+// freeJobSlots frees a slot of every key of one job that stopped running
+// (its group, and its more_keys) and marks their next jobs (freeSlots).
+func freeJobSlots(ctx context.Context, tx *sql.Tx, group, more sql.NullString, nowUS int64) error {
+	if !group.Valid {
+		return nil
+	}
+	freed := map[string]int{}
+	if err := freeJobKeys(freed, group, more); err != nil {
+		return err
+	}
+	_, err := freeSlots(ctx, tx, freed, nowUS)
+	return err
 }

@@ -71,10 +71,13 @@ func insertRows(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 	out := make([]*readpast.Job, 0, len(jobs))
 	var tagRows [][2]any
 	traced := slices.ContainsFunc(jobs, func(p readpast.EnqueueParams) bool { return p.Traceparent != "" })
+	keyed := slices.ContainsFunc(jobs, func(p readpast.EnqueueParams) bool { return len(p.Keys) > 1 })
 	insert, row, perRow := enqueueInsertSQL, enqueueRowSQL, enqueueRowParams
 	switch {
 	case flow != nil:
-		insert, row, perRow, traced = enqueueFlowInsertSQL, enqueueFlowRowSQL, enqueueRowParams+5, true
+		insert, row, perRow, traced, keyed = enqueueFlowInsertSQL, enqueueFlowRowSQL, enqueueRowParams+6, true, true
+	case keyed:
+		insert, row, perRow, traced = enqueueKeyedInsertSQL, enqueueKeyedRowSQL, enqueueRowParams+3, true
 	case traced:
 		insert, row, perRow = enqueueTracedInsertSQL, enqueueTracedRowSQL, enqueueRowParams+2
 	}
@@ -87,6 +90,13 @@ func insertRows(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 				p.MaxAttempts, nullString(p.Group), nowUS, nullString(p.UniqueKey), uniqueUntil(p, nowUS), joinTags(p.Tags))
 			if traced {
 				args = append(args, nullString(p.Traceparent), nullString(p.Tracestate))
+			}
+			if keyed {
+				more, err := moreKeysValue(p.Keys)
+				if err != nil {
+					return nil, err
+				}
+				args = append(args, more)
 			}
 			if flow != nil {
 				f := flow[start+k]
@@ -141,6 +151,10 @@ func insertRows(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams, 
 			if p.Group != "" {
 				g := p.Group
 				j.Group = &g
+				j.Keys = []string{g}
+				if len(p.Keys) > 1 {
+					j.Keys = slices.Clone(p.Keys)
+				}
 			}
 			j.UniqueKey = p.UniqueKey
 			if u, ok := uniqueUntil(p, nowUS).(int64); ok {
@@ -238,10 +252,10 @@ func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending boo
 // resolved the edges of a parent (which may have released children).
 func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (freed bool, err error) {
 	var (
-		state string
-		group sql.NullString
+		state       string
+		group, more sql.NullString
 	)
-	err = tx.QueryRowContext(ctx, liveStateSQL, id).Scan(&state, &group)
+	err = tx.QueryRowContext(ctx, cancelStateSQL, id).Scan(&state, &group, &more)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, historyErr(ctx, tx, id)
 	}
@@ -259,7 +273,11 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPendin
 	case !group.Valid || readpast.JobState(state) == readpast.StateBlocked:
 		return parent, nil // a blocked job holds no slot and no mark
 	case readpast.JobState(state) == readpast.StateRunning:
-		freed, err := freeSlots(ctx, tx, map[string]int{group.String: 1}, nowUS)
+		keys := map[string]int{}
+		if err := freeJobKeys(keys, group, more); err != nil {
+			return false, fmt.Errorf("job %d: %w", id, err)
+		}
+		freed, err := freeSlots(ctx, tx, keys, nowUS)
 		return freed || parent, err
 	}
 	// A pending job left its group's stream: the only mark leading to the

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -180,21 +181,24 @@ func resolveLimits(ctx context.Context, tx *sql.Tx, keys []string) (map[string]k
 	return out, nil
 }
 
-// takeKey counts n jobs of key k started at now: its row (created if
-// missing, with k's limit) counts them running, and its bucket gives n
-// tokens, which the claim made sure it has. It returns the bucket after,
-// and whether the key's turn moved (keyState.served).
-func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n int, now time.Time) (b storekit.Bucket, moved bool, err error) {
+// takeKey counts n jobs of key k (its stream: the key is their first)
+// and also more that name it after the first, all started at now: its
+// row (created if missing, with k's limit) counts them all running, and
+// its bucket gives a token for each, which the claim made sure it has.
+// Only the n count in the key's turn. It returns the bucket after, and
+// whether the key's turn moved (keyState.served).
+func takeKey(ctx context.Context, tx *sql.Tx, key string, k keyState, n, also int, now time.Time) (b storekit.Bucket, moved bool, err error) {
 	b = k.bucket
-	if ok, _ := b.Take(now, n); !ok {
-		return b, false, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n, k.bucket.Tokens(now))
+	if ok, _ := b.Take(now, n+also); !ok {
+		return b, false, fmt.Errorf("key %q: %d starts exceed its %d tokens", key, n+also, k.bucket.Tokens(now))
 	}
-	used, moved := k.served(n)
-	var servedAt int64
-	if moved {
-		servedAt = micros(now)
+	used, servedAt := -1, int64(0)
+	if n > 0 {
+		if used, moved = k.served(n); moved {
+			servedAt = micros(now)
+		}
 	}
-	return b, moved, saveKey(ctx, tx, key, k, n, b, servedAt, used)
+	return b, moved, saveKey(ctx, tx, key, k, n+also, b, servedAt, used)
 }
 
 // saveKey adds n to key's running count, stores bucket b's tat and, when
@@ -293,7 +297,8 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // changeLimits runs change, then gives every key row that key (a key or
 // a template) may govern the limit that governs it now, and marks the
 // keys whose limit changed at their first due jobs, so that a raised
-// limit or burst is used at once: all in one write transaction. A row's
+// limit or burst is used at once, and so the first keys that waited for
+// one of them (keys.go): all in one write transaction. A row's
 // running count and tat stay: a lowered limit preempts nothing. A change
 // of the weight alone is a change too: the next claim reads it from the
 // row.
@@ -309,6 +314,7 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx
 		if err != nil {
 			return err
 		}
+		var wl waiterList
 		ls, err := resolveLimits(ctx, tx, keys)
 		if err != nil {
 			return err
@@ -321,13 +327,21 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx
 				continue
 			}
 			cur.bucket.TAT = cur.bucket.Rescaled(now, l.bucket.Interval)
-			if _, err := tx.ExecContext(ctx, setKeyLimitSQL, k, l.limitKey, l.maxRunning,
-				l.bucket.Interval.Microseconds(), l.bucket.Burst, tatValue(cur.bucket), l.weight); err != nil {
+			var ws sql.NullString
+			if err := tx.QueryRowContext(ctx, setKeyLimitSQL, k, l.limitKey, l.maxRunning,
+				l.bucket.Interval.Microseconds(), l.bucket.Burst, tatValue(cur.bucket), l.weight).Scan(&ws); err != nil {
+				return err
+			}
+			if err := wl.add(k, ws); err != nil {
 				return err
 			}
 			changed = append(changed, k)
 		}
-		_, err = announceHeads(ctx, tx, changed, nil, micros(now))
+		waiters, err := wl.take(ctx, tx)
+		if err != nil {
+			return err
+		}
+		_, err = announceHeads(ctx, tx, withWaiters(slices.Clone(changed), waiters), nil, micros(now))
 		return err
 	})
 	if errors.Is(err, readpast.ErrLimitNotFound) {

@@ -268,6 +268,9 @@ func TestMigrateGroupLimitsToLimits(t *testing.T) {
 		`DROP TRIGGER readpast_jobs_released`, // schema 13, applied again
 		`DROP TRIGGER readpast_jobs_child_gone`,
 		`DROP TRIGGER readpast_jobs_resolve_edges`,
+		`ALTER TABLE readpast_jobs DROP COLUMN more_keys`, // schema 18, applied again
+		`ALTER TABLE readpast_history DROP COLUMN more_keys`,
+		`ALTER TABLE readpast_groups DROP COLUMN waiters`,
 		`DROP TABLE readpast_edges`,
 		`ALTER TABLE readpast_jobs DROP COLUMN has_children`,
 		`ALTER TABLE readpast_jobs DROP COLUMN waiting_on`,

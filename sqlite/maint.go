@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/readpast/readpast"
@@ -54,7 +55,7 @@ type expiredClaim struct {
 	token                string
 	attempt, maxAttempts int
 	errs, worker         string
-	group                sql.NullString
+	group, more          sql.NullString // its keys: group_key and more_keys
 }
 
 // rescueIn ends expired claims inside tx.
@@ -68,7 +69,7 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 	var claims []expiredClaim
 	for rows.Next() {
 		var c expiredClaim
-		if err := rows.Scan(&c.id, &c.token, &c.attempt, &c.maxAttempts, &c.errs, &c.worker, &c.group); err != nil {
+		if err := rows.Scan(&c.id, &c.token, &c.attempt, &c.maxAttempts, &c.errs, &c.worker, &c.group, &c.more); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -95,8 +96,8 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 		} else if _, err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
 			return 0, err // RescueExpired wakes the claimers after any rescue
 		}
-		if c.group.Valid {
-			groups[c.group.String]++
+		if err := freeJobKeys(groups, c.group, c.more); err != nil {
+			return 0, fmt.Errorf("job %d: %w", c.id, err)
 		}
 	}
 	if _, err := freeSlots(ctx, tx, groups, nowUS); err != nil {

@@ -12,10 +12,11 @@ const jobColumns = `id, queue, kind, payload, priority, run_at, state, attempt, 
     lease_expires_at, worker, group_key, created_at, started_at, errors`
 
 // liveSelect and historySelect read one job from either table with the
-// same 22 columns.
+// same 23 columns: the job's keys after the first (more_keys, a JSON
+// array; NULL for one key or none) come last.
 const (
-	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result, unique_key, unique_until, tags, snoozes`
-	historySelect = jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes`
+	liveSelect    = jobColumns + `, NULL AS finished_at, NULL AS result, unique_key, unique_until, tags, snoozes, more_keys`
+	historySelect = jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes, more_keys`
 )
 
 // Enqueue.
@@ -34,14 +35,23 @@ VALUES `
      traceparent, tracestate)
 VALUES `
 	enqueueTracedRowSQL = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)`
+	// enqueueKeyedInsertSQL and enqueueKeyedRowSQL are the traced INSERT
+	// of a batch in which a job has more than one key: its keys after the
+	// first (more_keys, a JSON array, NULL for none) one more parameter a
+	// row. A batch of jobs with one key or none never sends it.
+	enqueueKeyedInsertSQL = `INSERT INTO readpast_jobs
+    (queue, kind, payload, priority, run_at, state, max_attempts, group_key, created_at, unique_key, unique_until, tags,
+     traceparent, tracestate, more_keys)
+VALUES `
+	enqueueKeyedRowSQL = `(?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// enqueueFlowInsertSQL and enqueueFlowRowSQL are the INSERT of a
-	// flow's jobs: the traced row's parameters, then state, waiting_on
-	// and has_children.
+	// flow's jobs: the traced row's parameters, then more_keys, state,
+	// waiting_on and has_children.
 	enqueueFlowInsertSQL = `INSERT INTO readpast_jobs
     (queue, kind, payload, priority, run_at, max_attempts, group_key, created_at, unique_key, unique_until, tags,
-     traceparent, tracestate, state, waiting_on, has_children)
+     traceparent, tracestate, more_keys, state, waiting_on, has_children)
 VALUES `
-	enqueueFlowRowSQL   = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	enqueueFlowRowSQL   = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	enqueueReturningSQL = ` RETURNING id`
 	// enqueueChunk rows per INSERT keeps each statement far below SQLite's
 	// limit of 32766 bound parameters.
@@ -82,8 +92,9 @@ ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(paused_at, excluded.paused
 	resumeQueueSQL  = `UPDATE readpast_queues SET paused_at = NULL WHERE name = ?1 AND paused_at IS NOT NULL`
 	pausedQueuesSQL = `SELECT name, paused_at FROM readpast_queues WHERE paused_at IS NOT NULL`
 	// ungroupedSQL lists the first ?3 due pending ungrouped jobs of queue
-	// ?1 in claim order.
-	ungroupedSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs
+	// ?1 in claim order (in queryCandidates' columns: a job without keys
+	// has no more_keys).
+	ungroupedSQL = `SELECT id, queue, priority, run_at, group_key, NULL FROM readpast_jobs
 WHERE queue = ?1 AND state = 'pending' AND group_key IS NULL AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
@@ -94,8 +105,9 @@ WHERE queue = ?1 AND run_at <= ?2
 ORDER BY priority, run_at, job_id
 LIMIT ?3`
 	// groupHeadSQL lists the first ?3 due pending jobs of group ?1 across
-	// all queues: the only jobs of the group a claim may take.
-	groupHeadSQL = `SELECT id, queue, priority, run_at, group_key FROM readpast_jobs
+	// all queues, with their later keys: the only jobs of the group a
+	// claim may take.
+	groupHeadSQL = `SELECT id, queue, priority, run_at, group_key, more_keys FROM readpast_jobs
 WHERE group_key = ?1 AND state = 'pending' AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
@@ -122,14 +134,17 @@ SET state = 'running', attempt = attempt + 1, token = ?5,
 WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'
 RETURNING ` + liveSelect + `, traceparent, tracestate`
 	// groupSubSQL takes ?1 (JSON object group -> jobs that stopped running)
-	// off running; groupForgetSQL then drops the rows of keys left idle.
+	// off running, returning each row's waiters (untouched: the first keys
+	// to mark now, keys.go); groupForgetSQL then drops the rows of keys
+	// left idle.
 	// Nothing clamps the count: taking off more than a group has running
 	// breaks the schema's CHECK (running >= 0) and fails the transaction,
 	// and releaseGroups checks that every group had a row, so a drift in
 	// the counters is an error, never silently absorbed.
 	groupSubSQL = `UPDATE readpast_groups
 SET running = running - (SELECT d.value FROM json_each(?1) AS d WHERE d.key = readpast_groups.group_key)
-WHERE group_key IN (SELECT key FROM json_each(?1))`
+WHERE group_key IN (SELECT key FROM json_each(?1))
+RETURNING group_key, waiters`
 	// A row is forgotten once nothing runs and its bucket is full (tat
 	// past ?2): what a missing row means. Declared limits stay in
 	// readpast_limits; a claim that creates the row again resolves them.
@@ -156,13 +171,14 @@ const (
 	// history as succeeded at ?2; deleteLiveManySQL then removes them from
 	// the live table. The result travels as a JSON string, so its text is
 	// kept byte for byte.
-	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes)
+	completeMoveSQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes,
+    more_keys)
 SELECT j.id, j.queue, j.kind, j.payload, j.priority, j.run_at, 'succeeded', j.attempt, j.max_attempts, j.token,
     NULL, j.worker, j.group_key, j.created_at, j.started_at, j.errors, ?2, c.value ->> 2, j.unique_key, j.unique_until,
-    j.tags, j.snoozes
+    j.tags, j.snoozes, j.more_keys
 FROM json_each(?1) AS c
 JOIN readpast_jobs AS j ON j.id = c.value ->> 0 AND j.token = c.value ->> 1 AND j.state = 'running'
-RETURNING id, token, group_key, unique_key IS NOT NULL`
+RETURNING id, token, group_key, more_keys, unique_key IS NOT NULL`
 	// deleteLiveManySQL and deleteLiveSQL return whether each deleted row
 	// was a parent (has_children): its delete resolved edges
 	// (migrations/0013_flows.sql), which may have made children pending.
@@ -171,14 +187,16 @@ RETURNING id, token, group_key, unique_key IS NOT NULL`
 	// moveToHistorySQL moves job ?1 (already checked by the caller, in the
 	// same transaction) to history in state ?2 with errors ?3 (NULL keeps
 	// them) at ?4.
-	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes)
+	moveToHistorySQL = `INSERT INTO readpast_history (` + jobColumns + `, finished_at, result, unique_key, unique_until, tags, snoozes,
+    more_keys)
 SELECT id, queue, kind, payload, priority, run_at, ?2, attempt, max_attempts, token,
     NULL, worker, group_key, created_at, started_at, coalesce(?3, errors), ?4, NULL, unique_key, unique_until,
-    tags, snoozes
+    tags, snoozes, more_keys
 FROM readpast_jobs WHERE id = ?1
 RETURNING unique_key IS NOT NULL`
-	// runningJobSQL reads what Fail and RescueExpired need of a held job.
-	runningJobSQL = `SELECT attempt, max_attempts, errors, coalesce(worker, ''), group_key
+	// runningJobSQL reads what Fail needs of a held job: its keys too,
+	// whose slots it frees.
+	runningJobSQL = `SELECT attempt, max_attempts, errors, coalesce(worker, ''), group_key, more_keys
 FROM readpast_jobs WHERE id = ?1 AND token = ?2 AND state = 'running'`
 	// requeueSQL puts a running job back to pending with errors ?4, at
 	// run_at ?3, or (NULL) at its old run_at: its place in claim order.
@@ -194,14 +212,14 @@ WHERE id = ?1 AND token = ?2 AND state = 'running'`
 	releaseSQL = `UPDATE readpast_jobs
 SET state = 'pending', attempt = attempt - 1, token = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND token = ?2 AND state = 'running'
-RETURNING group_key`
+RETURNING group_key, more_keys`
 	// snoozeSQL is releaseSQL that also moves run_at to ?3 and counts the
 	// snooze.
 	snoozeSQL = `UPDATE readpast_jobs
 SET state = 'pending', attempt = attempt - 1, token = NULL, lease_expires_at = NULL,
     run_at = ?3, snoozes = snoozes + 1
 WHERE id = ?1 AND token = ?2 AND state = 'running'
-RETURNING group_key`
+RETURNING group_key, more_keys`
 	// lookupSQL finds a job's state and token in either table, to explain
 	// why a worker's write matched nothing.
 	lookupSQL = `SELECT state, coalesce(token, '') FROM readpast_jobs WHERE id = ?1
@@ -211,15 +229,18 @@ SELECT state, coalesce(token, '') FROM readpast_history WHERE id = ?1`
 
 // Cancel and Retry.
 const (
-	liveStateSQL    = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
+	liveStateSQL = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
+	// cancelStateSQL is liveStateSQL with the job's later keys, whose
+	// slots a running job's cancellation frees.
+	cancelStateSQL  = `SELECT state, group_key, more_keys FROM readpast_jobs WHERE id = ?1`
 	historyStateSQL = `SELECT state FROM readpast_history WHERE id = ?1`
 	runNowSQL       = `UPDATE readpast_jobs SET run_at = ?2 WHERE id = ?1`
 	// restoreSQL brings finished job ?1 back as pending at ?2; a parent
 	// that still holds a child (a held edge) is a parent again, so that
 	// its success releases the child.
-	restoreSQL = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until, tags, snoozes, has_children)
+	restoreSQL = `INSERT INTO readpast_jobs (` + jobColumns + `, unique_key, unique_until, tags, snoozes, more_keys, has_children)
 SELECT id, queue, kind, payload, priority, ?2, 'pending', 0, max_attempts, NULL,
-    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0,
+    NULL, worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0, more_keys,
     EXISTS (SELECT 1 FROM readpast_edges e WHERE e.parent_id = ?1 AND e.state <> 'done')
 FROM readpast_history WHERE id = ?1`
 	deleteHistorySQL = `DELETE FROM readpast_history WHERE id = ?1`
@@ -264,7 +285,7 @@ LIMIT ?6`
 const (
 	rescueProbeSQL = `SELECT EXISTS (
     SELECT 1 FROM readpast_jobs WHERE state = 'running' AND lease_expires_at <= ?1)`
-	rescueFetchSQL = `SELECT id, token, attempt, max_attempts, errors, coalesce(worker, ''), group_key
+	rescueFetchSQL = `SELECT id, token, attempt, max_attempts, errors, coalesce(worker, ''), group_key, more_keys
 FROM readpast_jobs
 WHERE state = 'running' AND lease_expires_at <= ?1
 ORDER BY lease_expires_at, id
@@ -444,10 +465,11 @@ ON CONFLICT (group_key) DO UPDATE SET running = running + excluded.running, tat 
 WHERE group_key >= ?1 ORDER BY group_key`
 	// setKeyLimitSQL gives key ?1's row the limit ?2..?5, the tat ?6
 	// (storekit.Bucket.Rescaled) and the weight ?7; its running count
-	// stays.
+	// stays. It returns the row's waiters (untouched), to mark.
 	setKeyLimitSQL = `UPDATE readpast_groups
 SET limit_key = ?2, max_running = ?3, interval_us = ?4, burst = ?5, tat = ?6, weight = ?7
-WHERE group_key = ?1`
+WHERE group_key = ?1
+RETURNING waiters`
 	// putLimitSQL declares the limit of key or template ?1, weight ?8.
 	putLimitSQL = `INSERT INTO readpast_limits (key, concurrency, rate, per_us, burst, interval_us, updated_at, weight)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)

@@ -20,7 +20,7 @@ type rowScanner interface {
 	Scan(dest ...any) error
 }
 
-// scanJob reads the 22 columns of liveSelect or historySelect.
+// scanJob reads the 23 columns of liveSelect or historySelect.
 func scanJob(r rowScanner) (*readpast.Job, error) {
 	return scanJobTraced(r, nil, nil)
 }
@@ -48,11 +48,12 @@ func scanJobTraced(r rowScanner, traceparent, tracestate *sql.NullString) (*read
 		runAt, createdAt         int64
 		lease, started, finished sql.NullInt64
 		uniqueUntil              sql.NullInt64
+		moreKeys                 sql.NullString
 	)
-	dest := make([]any, 0, 24)
+	dest := make([]any, 0, 25)
 	dest = append(dest, &j.ID, &j.Queue, &j.Kind, &payload, &j.Priority, &runAt, &state, &j.Attempt,
 		&j.MaxAttempts, &token, &lease, &worker, &group, &createdAt, &started, &errs, &finished, &result,
-		&uniqueKey, &uniqueUntil, &tags, &j.Snoozes)
+		&uniqueKey, &uniqueUntil, &tags, &j.Snoozes, &moreKeys)
 	if traceparent != nil {
 		dest = append(dest, traceparent, tracestate)
 	}
@@ -72,10 +73,13 @@ func scanJobTraced(r rowScanner, traceparent, tracestate *sql.NullString) (*read
 		g := group.String
 		j.Group = &g
 	}
+	var err error
+	if j.Keys, err = jobKeys(group, moreKeys); err != nil {
+		return nil, fmt.Errorf("job %d: %w", j.ID, err)
+	}
 	j.CreatedAt = fromMicros(createdAt)
 	j.StartedAt = optTime(started)
 	j.FinishedAt = optTime(finished)
-	var err error
 	if j.Errors, err = decodeErrors(errs); err != nil {
 		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
@@ -204,44 +208,70 @@ func isEntryErr(err error) bool {
 }
 
 // freeSlots gives back the group slots in freed (group -> jobs that
-// stopped running) and marks each group's next claimable jobs. It reports
-// whether it marked any.
+// stopped running: every key of each job) and marks each group's next
+// claimable jobs, and those of the first keys that waited for one of them
+// (keys.go). It reports whether it marked any.
 func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (bool, error) {
-	forgot, err := releaseGroups(ctx, tx, freed, nowUS)
+	forgot, waiters, err := releaseGroups(ctx, tx, freed, nowUS)
 	if err != nil {
 		return false, err
 	}
-	groups := slices.Sorted(maps.Keys(freed))
+	groups := withWaiters(slices.Sorted(maps.Keys(freed)), waiters)
 	return announceHeads(ctx, tx, groups, forgot, nowUS)
 }
 
 // releaseGroups takes freed slots off each group's running count in tx,
-// and deletes the rows of the keys left idle, returning their
-// max_running: their free slots now. A group that has no row (so nothing
-// running) or fewer running jobs than freed means the counters drifted:
-// it is an error that rolls tx back, not something to clamp away.
-func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (map[string]int, error) {
+// takes the waiters of their rows (to mark: a slot of the key they wait
+// for is free), and deletes the rows of the keys left idle, returning
+// their max_running: their free slots now. A group that has no row (so
+// nothing running) or fewer running jobs than freed means the counters
+// drifted: it is an error that rolls tx back, not something to clamp
+// away.
+func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (forgot map[string]int, waiters []string, err error) {
 	if len(freed) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	js, err := countsJSON(freed)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r, err := tx.ExecContext(ctx, groupSubSQL, js)
+	rows, err := tx.QueryContext(ctx, groupSubSQL, js)
 	if err != nil {
-		return nil, fmt.Errorf("free group slots: %w", err)
+		return nil, nil, fmt.Errorf("free group slots: %w", err)
 	}
-	if n, err := r.RowsAffected(); err != nil {
-		return nil, fmt.Errorf("free group slots: %w", err)
-	} else if n != int64(len(freed)) {
-		return nil, fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
+	n := 0
+	var wl waiterList
+	for rows.Next() {
+		var (
+			key string
+			ws  sql.NullString
+		)
+		if err := rows.Scan(&key, &ws); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("free group slots: %w", err)
+		}
+		n++
+		if ws.Valid {
+			if err := wl.add(key, ws); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+		}
 	}
-	rows, err := tx.QueryContext(ctx, groupForgetSQL, js, nowUS)
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, nil, fmt.Errorf("free group slots: %w", err)
+	}
+	if n != len(freed) {
+		return nil, nil, fmt.Errorf("free group slots: %d of %d groups have a running count: group counters drifted", n, len(freed))
+	}
+	if waiters, err = wl.take(ctx, tx); err != nil {
+		return nil, nil, fmt.Errorf("free group slots: %w", err)
+	}
+	rows, err = tx.QueryContext(ctx, groupForgetSQL, js, nowUS)
 	if err != nil {
-		return nil, fmt.Errorf("free group slots: %w", err)
+		return nil, nil, fmt.Errorf("free group slots: %w", err)
 	}
-	forgot := map[string]int{}
+	forgot = map[string]int{}
 	for rows.Next() {
 		var (
 			key  string
@@ -249,12 +279,12 @@ func releaseGroups(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS 
 		)
 		if err := rows.Scan(&key, &free); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("free group slots: %w", err)
+			return nil, nil, fmt.Errorf("free group slots: %w", err)
 		}
 		forgot[key] = free
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("free group slots: %w", err)
+		return nil, nil, fmt.Errorf("free group slots: %w", err)
 	}
-	return forgot, nil
+	return forgot, waiters, nil
 }

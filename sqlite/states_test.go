@@ -13,15 +13,19 @@ import (
 	"github.com/readpast/readpast/storetest"
 )
 
-// groupStatesSQL reads every group that has a row or running jobs, with
-// the start times (unix microseconds) of its running jobs, in one
+// groupStatesSQL reads every group (key) that has a row or running jobs,
+// with the start times (unix microseconds) of its running jobs (those
+// that name it first, and those that name it after the first), in one
 // statement, which SQLite runs in one read snapshot.
 const groupStatesSQL = `
 SELECT coalesce(g.group_key, j.group_key), g.group_key IS NOT NULL,
        coalesce(g.running, 0), coalesce(g.max_running, 1), coalesce(group_concat(j.started_at), '')
 FROM readpast_groups AS g
-FULL JOIN (SELECT id, group_key, started_at FROM readpast_jobs
-           WHERE state = 'running' AND group_key IS NOT NULL) AS j
+FULL JOIN (SELECT group_key, started_at FROM readpast_jobs
+           WHERE state = 'running' AND group_key IS NOT NULL
+           UNION ALL
+           SELECT m.value, started_at FROM readpast_jobs, json_each(readpast_jobs.more_keys) AS m
+           WHERE state = 'running' AND more_keys IS NOT NULL) AS j
   ON j.group_key = g.group_key
 GROUP BY 1, 2, 3, 4`
 

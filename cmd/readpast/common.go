@@ -218,26 +218,47 @@ func oneLine(s string, n int) string {
 }
 
 // printJobs writes jobs (each as the API encodes it, or its summary) as
-// a table.
+// a table. A MORE KEYS column (the keys after the group) is there when a
+// job has some.
 func printJobs(w io.Writer, jobs []json.RawMessage) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tQUEUE\tKIND\tSTATE\tATTEMPT\tPRIORITY\tRUN AT\tGROUP")
-	for _, raw := range jobs {
-		var j httpapi.JobSummary
-		if err := json.Unmarshal(raw, &j); err != nil {
+	summaries := make([]httpapi.JobSummary, len(jobs))
+	moreKeys := false
+	for i, raw := range jobs {
+		if err := json.Unmarshal(raw, &summaries[i]); err != nil {
 			return fmt.Errorf("decode job: %w", err)
 		}
+		moreKeys = moreKeys || len(summaries[i].Keys) > 1
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "ID\tQUEUE\tKIND\tSTATE\tATTEMPT\tPRIORITY\tRUN AT\tGROUP")
+	if moreKeys {
+		fmt.Fprint(tw, "\tMORE KEYS")
+	}
+	fmt.Fprintln(tw)
+	for _, j := range summaries {
 		group := "-"
 		if j.Group != nil && *j.Group != "" {
 			group = *j.Group
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s",
 			j.ID, j.Queue, j.Kind, j.State, j.Attempt, j.MaxAttempts, j.Priority, fmtTime(j.RunAt), group)
+		if moreKeys {
+			fmt.Fprintf(tw, "\t%s", laterKeys(j.Keys))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// laterKeys lists the keys after the first (the group), or "-".
+func laterKeys(keys []string) string {
+	if len(keys) < 2 {
+		return "-"
+	}
+	return strings.Join(keys[1:], ",")
 }
 
 // printJob writes one job in detail, one field a line, then its errors.
@@ -254,6 +275,11 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		{"attempt", fmt.Sprintf("%d of %d", wj.Attempt, wj.MaxAttempts)},
 		{"priority", strconv.Itoa(wj.Priority)},
 		{"group", group},
+	}
+	if len(wj.Keys) > 1 {
+		rows = append(rows, [2]string{"keys", strings.Join(wj.Keys, ", ")})
+	}
+	rows = append(rows, [][2]string{
 		{"run at", fmtTime(wj.RunAt)},
 		{"created at", fmtTime(wj.CreatedAt)},
 		{"started at", fmtTimePtr(wj.StartedAt)},
@@ -262,7 +288,7 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 		{"worker", orDash(wj.Worker)},
 		{"payload", string(wj.Payload)},
 		{"result", orDash(string(wj.Result))},
-	}
+	}...)
 	if wj.UniqueKey != "" {
 		held := "while pending or running"
 		if wj.UniqueUntil != nil {

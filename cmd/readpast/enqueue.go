@@ -30,8 +30,9 @@ const maxLineBytes = 16 << 20
 
 // runEnqueue enqueues one job described by flags, or, with --stdin, one job
 // per JSON line on stdin (the body of POST /v1/jobs: {"kind", "payload",
-// "queue", "priority", "run_at", "max_attempts", "group", "tags", ...}), through a
-// server or directly into a database (see addTargetFlags).
+// "queue", "priority", "run_at", "max_attempts", "group", "keys", "tags",
+// ...}), through a server or directly into a database (see
+// addTargetFlags).
 //
 // With --stdin every line is read and validated before anything is
 // enqueued, so a bad line (reported with its line number) enqueues nothing.
@@ -54,7 +55,8 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 	runAt := fs.String("run-at", "", "RFC 3339 time before which the job does not run (default now)")
 	maxAttempts := fs.Int("max-attempts", readpast.DefaultMaxAttempts, "attempts before the job fails for good")
 	group := fs.String("group", "", "the job's key (its concurrency group): the limit declared for it, or for a template it matches, applies (see 'readpast limits'); without one, one job of the key runs at a time")
-	key := fs.String("key", "", "the same as --group")
+	var keys stringList
+	fs.Var(&keys, "key", fmt.Sprintf("a key of the job (repeat for several, at most %d): the first is its group (--group), and the job starts only when the limit of every key allows it", readpast.MaxKeys))
 	uniqueKey := fs.String("unique-key", "", "unique key: while a job holds it, enqueueing it again creates nothing and shows that job")
 	var tags stringList
 	fs.Var(&tags, "tag", fmt.Sprintf("a tag for the job (repeat for several, at most %d)", readpast.MaxTags))
@@ -71,7 +73,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	groupFlag, err := mergeKeyFlag(set, group, key)
+	groupFlag, err := mergeKeysFlag(set, group, keys)
 	if err != nil {
 		return err
 	}
@@ -106,6 +108,9 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		}
 		if *group != "" {
 			req.Group = group
+		}
+		if len(keys) > 1 {
+			req.Group, req.Keys = nil, keys
 		}
 		if *uniqueKey != "" {
 			req.UniqueKey = uniqueKey
@@ -240,10 +245,28 @@ func flagError(err error) error {
 			return fmt.Errorf("--%s:%s", f, after)
 		}
 	}
-	if after, ok := strings.CutPrefix(msg, "tags:"); ok {
-		return fmt.Errorf("--tag:%s", after)
+	for _, f := range [][2]string{{"tags", "tag"}, {"keys", "key"}} {
+		if after, ok := strings.CutPrefix(msg, f[0]+":"); ok {
+			return fmt.Errorf("--%s:%s", f[1], after)
+		}
 	}
 	return err
+}
+
+// mergeKeysFlag folds the keys of --key (repeatable) and --group, which
+// is the first key, into group when there is one key (sent as "group",
+// which every server takes) or leaves them in keys when there are
+// several. It returns the name of the flag that gave the group, for
+// messages. A --group that is not the first --key is a usage error.
+func mergeKeysFlag(set map[string]bool, group *string, keys []string) (string, error) {
+	if len(keys) == 0 {
+		return "group", nil
+	}
+	if set["group"] && *group != keys[0] {
+		return "", usagef("--group is the job's first key: give it as the first --key, or leave it out")
+	}
+	*group = keys[0]
+	return "key", nil
 }
 
 // mergeKeyFlag folds --key, an alias of --group, into group, and returns

@@ -155,7 +155,7 @@ func TestLimitsCLI(t *testing.T) {
 				{[]string{"limits", "take", "k", "0"}, "N must be"},
 				{[]string{"limits", "take", "k", "1", "2"}, "want a key"},
 				{[]string{"limits", "frob"}, "unknown action"},
-				{[]string{"enqueue", "--kind", "k", "--key", "a", "--group", "b"}, "--key is another name for --group"},
+				{[]string{"enqueue", "--kind", "k", "--key", "a", "--group", "b"}, "--group is the job's first key"},
 				{[]string{"enqueue", "--kind", "k", "--key", "a b"}, "--key:"},
 				{[]string{"enqueue", "--stdin", "--key", "a"}, "--key cannot be used with --stdin"},
 				{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "k", "--key", "a b"}, "--key:"},

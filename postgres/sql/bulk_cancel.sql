@@ -42,7 +42,7 @@ moved AS (
     {{template "history_insert"}}
     SELECT id, queue, kind, payload, priority, run_at, 'cancelled', attempt, max_attempts, token,
            worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until,
-           tags, snoozes
+           tags, snoozes, more_keys
     FROM done
 ),
 changes AS (
@@ -52,8 +52,10 @@ changes AS (
 ),
 {{template "count_changes"}},
 freeing AS (
-    SELECT group_key, count(*) AS n FROM done
-    WHERE state = 'running' AND group_key IS NOT NULL
+    SELECT group_key, count(*) AS n
+    FROM (SELECT group_key FROM done WHERE group_key IS NOT NULL AND state = 'running'
+          UNION ALL
+          SELECT unnest(more_keys) FROM done WHERE more_keys IS NOT NULL AND state = 'running') k
     GROUP BY group_key
 ),
 {{template "free_slots"}},

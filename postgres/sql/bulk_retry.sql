@@ -50,10 +50,10 @@ old AS (
 revived AS (
     INSERT INTO readpast_jobs
         (id, queue, kind, payload, priority, run_at, state, attempt, max_attempts,
-         worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, snoozes,
+         worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, snoozes, more_keys,
          has_children)
     SELECT id, queue, kind, payload, priority, now(), 'pending', 0, max_attempts,
-           worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0,
+           worker, group_key, created_at, started_at, errors, unique_key, unique_until, tags, 0, more_keys,
            -- a parent that holds back children releases them when it succeeds
            EXISTS (SELECT 1 FROM readpast_edges d WHERE d.parent_id = old.id AND d.state <> 'done')
     FROM old

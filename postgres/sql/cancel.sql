@@ -16,7 +16,7 @@ moved AS (
     {{template "history_insert"}}
     SELECT id, queue, kind, payload, priority, run_at, 'cancelled', attempt, max_attempts, token,
            worker, group_key, created_at, started_at, now(), errors, NULL, unique_key, unique_until,
-           tags, snoozes
+           tags, snoozes, more_keys
     FROM done
     RETURNING *
 ),
@@ -27,7 +27,11 @@ changes AS (
 ),
 {{template "count_changes"}},
 freeing AS (
-    SELECT group_key, 1::bigint AS n FROM done WHERE state = 'running' AND group_key IS NOT NULL
+    SELECT group_key, count(*) AS n
+    FROM (SELECT group_key FROM done WHERE group_key IS NOT NULL AND state = 'running'
+          UNION ALL
+          SELECT unnest(more_keys) FROM done WHERE more_keys IS NOT NULL AND state = 'running') k
+    GROUP BY group_key
 ),
 {{template "free_slots"}},
 ending AS (
@@ -40,6 +44,6 @@ notified AS (
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, NULL::timestamptz, worker, created_at, started_at,
        finished_at, errors, result, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM moved
 WHERE (SELECT count(*) FROM notified) >= 0 AND readpast_stall('cancel.end', id);

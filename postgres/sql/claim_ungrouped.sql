@@ -22,7 +22,7 @@ claim_time AS (
     SELECT clock_timestamp() AS at
 ),
 picked AS (
-    SELECT id, group_key FROM ungrouped
+    SELECT id, group_key, NULL::text[] AS more_keys FROM ungrouped
     ORDER BY priority, run_at, id
     LIMIT $3
 ),

@@ -34,7 +34,7 @@ moved AS (
     {{template "history_insert"}}
     SELECT d.id, queue, kind, payload, priority, run_at, 'succeeded', attempt, max_attempts, d.token,
            worker, group_key, created_at, started_at, now(), errors, t.result, unique_key, unique_until,
-           tags, snoozes
+           tags, snoozes, more_keys
     FROM done d JOIN input t ON t.id = d.id AND t.token = d.token
 ),
 changes AS (
@@ -44,7 +44,11 @@ changes AS (
 ),
 {{template "count_changes"}},
 freeing AS (
-    SELECT group_key, count(*) AS n FROM done WHERE group_key IS NOT NULL GROUP BY group_key
+    SELECT group_key, count(*) AS n
+    FROM (SELECT group_key FROM done WHERE group_key IS NOT NULL
+          UNION ALL
+          SELECT unnest(more_keys) FROM done WHERE more_keys IS NOT NULL) k
+    GROUP BY group_key
 ),
 {{template "free_slots"}},
 ending AS (

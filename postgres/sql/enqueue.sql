@@ -11,19 +11,21 @@
 -- commits, coalesced per transaction; when false, the caller sends it
 -- (Store.Enqueue coalesces it across enqueues: postgres/notify.go). $10
 -- and $11 hold each job's creation context (traceparent, tracestate):
--- NULL arrays when no job has one, which unnest pads with NULLs.
+-- NULL arrays when no job has one, which unnest pads with NULLs. $12
+-- holds each job's keys after the first, joined by spaces (NULL for
+-- none; a NULL array when no job has more than one key).
 WITH input AS (
     SELECT *
     FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::int[], $5::timestamptz[], $6::int[], $7::text[],
-                $8::text[], $10::text[], $11::text[])
+                $8::text[], $10::text[], $11::text[], $12::text[])
         WITH ORDINALITY AS t(queue, kind, payload, priority, run_at, max_attempts, group_key, tags,
-                             traceparent, tracestate, ord)
+                             traceparent, tracestate, more_keys, ord)
 ),
 inserted AS (
     INSERT INTO readpast_jobs (queue, kind, payload, priority, run_at, max_attempts, group_key, tags,
-                               traceparent, tracestate)
+                               traceparent, tracestate, more_keys)
     SELECT queue, kind, payload, priority, coalesce(run_at, now()), max_attempts, group_key,
-           string_to_array(tags, ' '), traceparent, tracestate
+           string_to_array(tags, ' '), traceparent, tracestate, string_to_array(more_keys, ' ')
     FROM input ORDER BY ord
     RETURNING *
 ),
@@ -40,7 +42,7 @@ notified AS (
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM inserted
 WHERE (SELECT count(*) FROM notified) >= 0
 ORDER BY id;

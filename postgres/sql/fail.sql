@@ -13,7 +13,7 @@ WITH input AS (
 -- One locked primary-key lookup per input row, as in complete.sql (the
 -- token match is the running check).
 target AS (
-    SELECT j.id, i.token, j.group_key,
+    SELECT j.id, i.token, j.group_key, j.more_keys,
            (j.attempt < j.max_attempts AND NOT i.discard) AS retry,
            coalesce(i.retry_at, now()) AS retry_at,
            j.errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
@@ -21,7 +21,7 @@ target AS (
                'stack', nullif(i.stack, ''), 'worker', j.worker))) AS errors
     FROM input i
     CROSS JOIN LATERAL (
-        SELECT id, group_key, attempt, max_attempts, errors, worker FROM readpast_jobs j
+        SELECT id, group_key, more_keys, attempt, max_attempts, errors, worker FROM readpast_jobs j
         WHERE j.id = i.id AND j.token = i.token
         FOR UPDATE
     ) j

@@ -4,7 +4,7 @@
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM readpast_jobs
 WHERE queue = $1 AND state = 'pending' AND run_at <= now()
 ORDER BY run_at, id

@@ -8,7 +8,7 @@
 SELECT n_read, id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM (
     SELECT j.*, count(*) OVER () AS n_read,
            row_number() OVER (ORDER BY started_at DESC, id DESC) AS place

@@ -9,7 +9,7 @@ CROSS JOIN LATERAL (
     SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
            group_key, token::text, lease_expires_at, worker, created_at, started_at,
            NULL::timestamptz AS finished_at, errors, NULL::jsonb AS result,
-           unique_key, unique_until, array_to_string(tags, ' '), snoozes
+           unique_key, unique_until, array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
     FROM readpast_jobs
     WHERE id = t.job_id
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR state = $2) AND ($3 = '' OR kind = $3)
@@ -18,7 +18,7 @@ CROSS JOIN LATERAL (
     SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
            group_key, token::text, NULL::timestamptz, worker, created_at, started_at,
            finished_at, errors, result, unique_key, unique_until,
-           array_to_string(tags, ' '), snoozes
+           array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
     FROM readpast_jobs_history
     WHERE id = t.job_id
       AND ($1 = '' OR queue = $1) AND ($2 = '' OR state = $2) AND ($3 = '' OR kind = $3)

@@ -10,7 +10,7 @@
 -- stay: the next claim that walks one creates the row again.
 WITH idle AS (
     SELECT group_key FROM readpast_groups
-    WHERE running = 0 AND (tat IS NULL OR tat <= now())
+    WHERE running = 0 AND (tat IS NULL OR tat <= now()) AND waiters IS NULL
       AND (turn_used = 0 OR NOT EXISTS (
           SELECT 1 FROM readpast_jobs j
           WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending'))

@@ -12,7 +12,7 @@
 -- claim token it is a range of the partial lease index, which needs the
 -- state spelled out.
 WITH target AS (
-    SELECT id, group_key FROM readpast_jobs
+    SELECT id, group_key, more_keys FROM readpast_jobs
     WHERE token = $2::uuid
       AND ($1::bigint IS NULL OR id = $1)
       AND ($1::bigint IS NOT NULL OR (state = 'running' AND lease_expires_at BETWEEN

@@ -13,7 +13,7 @@
 -- finished since the oldest open snapshot. It returns how many it ended
 -- and its now(), which the store remembers.
 WITH expired AS (
-    SELECT id, group_key, attempt < max_attempts AS retry,
+    SELECT id, group_key, more_keys, attempt < max_attempts AS retry,
            errors || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
                'attempt', attempt, 'at', now(), 'message', 'lease expired', 'worker', worker))) AS errors
     FROM readpast_jobs

@@ -39,13 +39,13 @@ notified AS (
 SELECT true, now(), id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM hurried
 WHERE (SELECT count(*) FROM notified) >= 0
 UNION ALL
 SELECT false, now(), id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        NULL::timestamptz, errors, NULL::jsonb, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM readpast_jobs
 WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM hurried);

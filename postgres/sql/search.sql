@@ -8,12 +8,12 @@
 SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
        group_key, token::text, lease_expires_at, worker, created_at, started_at,
        finished_at, errors, result, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes
+       array_to_string(tags, ' '), snoozes, array_to_string(more_keys, ' ')
 FROM (
     (SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
             group_key, token, lease_expires_at, worker, created_at, started_at,
             NULL::timestamptz AS finished_at, errors, NULL::jsonb AS result, unique_key, unique_until,
-            tags, snoozes
+            tags, snoozes, more_keys
      FROM readpast_jobs
      WHERE id < $6 AND ($2 = '' OR $2 IN ('blocked', 'pending', 'running'))
      ORDER BY id DESC
@@ -22,7 +22,7 @@ FROM (
     (SELECT id, queue, kind, payload, priority, state, attempt, max_attempts, run_at,
             group_key, token, NULL::timestamptz, worker, created_at, started_at,
             finished_at, errors, result, unique_key, unique_until,
-            tags, snoozes
+            tags, snoozes, more_keys
      FROM readpast_jobs_history
      WHERE id < $6 AND ($2 = '' OR $2 IN ('succeeded', 'failed', 'cancelled'))
      ORDER BY id DESC

@@ -8,7 +8,7 @@
 -- that job row (another write with the same token, a bulk action) or the
 -- group row (a finisher of the same group); claims skip both.
 WITH target AS (
-    SELECT id, group_key FROM readpast_jobs
+    SELECT id, group_key, more_keys FROM readpast_jobs
     WHERE id = $1 AND token = $2::uuid
     FOR UPDATE
 ),

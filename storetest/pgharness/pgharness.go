@@ -38,15 +38,18 @@ func Harness() storetest.Harness {
 	return storetest.Harness{Groups: GroupStates, TagRows: TagRows, BeginSQLTx: BeginSQLTx}
 }
 
-// groupStatesSQL reads every group that has a row or running jobs, with
-// the start times of its running jobs, in one snapshot.
+// groupStatesSQL reads every group (key) that has a row or running jobs,
+// with the start times of the running jobs that name it (as their group or
+// a later key), in one snapshot.
 const groupStatesSQL = `
 SELECT coalesce(g.group_key, j.group_key), g.group_key IS NOT NULL,
        coalesce(g.running, 0), coalesce(g.max_running, 1),
        coalesce(array_agg(j.started_at) FILTER (WHERE j.id IS NOT NULL), '{}')
 FROM readpast_groups g
-FULL JOIN (SELECT id, group_key, started_at FROM readpast_jobs
-           WHERE state = 'running' AND group_key IS NOT NULL) j
+FULL JOIN (SELECT r.id, k.key AS group_key, r.started_at
+           FROM readpast_jobs r
+           CROSS JOIN LATERAL unnest(r.group_key || coalesce(r.more_keys, '{}')) AS k(key)
+           WHERE r.state = 'running' AND r.group_key IS NOT NULL) j
   ON j.group_key = g.group_key
 GROUP BY 1, 2, 3, 4`
 

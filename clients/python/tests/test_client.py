@@ -114,6 +114,31 @@ class EnqueueTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "invalid_field")
         self.assertEqual(self.c.list_jobs(queue=self.queue).jobs, [])
 
+    def test_keys(self) -> None:
+        a, b = unique("key-a"), unique("key-b")
+        job = self.c.enqueue("sync", {"n": 1}, queue=self.queue, keys=[a, b])
+        self.assertEqual((job.group, job.keys), (a, [a, b]))
+        self.assertEqual(self.c.get_job(job.id).keys, [a, b])
+        jobs = self.c.enqueue_many([
+            readpast.JobSpec("sync", queue=self.queue, group=b, keys=(b, a)),
+            {"kind": "sync", "queue": self.queue, "keys": [a]},
+            readpast.JobSpec("plain", queue=self.queue),
+        ])
+        self.assertEqual([j.keys for j in jobs], [[b, a], [a], []])
+        self.assertEqual([j.group for j in jobs], [b, a, None])
+        claimed = self.c.claim("w", [self.queue], limit=1)
+        self.assertEqual((claimed[0].id, claimed[0].keys), (job.id, [a, b]))
+        with self.assertRaises(readpast.InvalidInputError) as cm:
+            self.c.enqueue("sync", queue=self.queue, keys=["k1", "k2", "k3", "k4", "k5"])
+        self.assertEqual((cm.exception.status, cm.exception.code, cm.exception.field), (400, "invalid_field", "keys"))
+        with self.assertRaises(readpast.InvalidInputError) as cm:
+            self.c.enqueue_many([readpast.JobSpec("ok", queue=self.queue),
+                                 readpast.JobSpec("bad", queue=self.queue, group="x", keys=["y"])])
+        self.assertEqual(cm.exception.field, "jobs[1].keys")
+        with self.assertRaisesRegex(TypeError, "keys"):
+            self.c.enqueue("x", queue=self.queue, keys="one")
+        self.assertEqual(len(list(self.c.iter_jobs(queue=self.queue))), 4)
+
     def test_bad_input_is_refused_before_sending(self) -> None:
         with self.assertRaisesRegex(ValueError, "timezone-aware"):
             self.c.enqueue("x", queue=self.queue, run_at=dt.datetime(2030, 1, 1))

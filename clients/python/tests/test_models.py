@@ -49,6 +49,19 @@ class RequestsTest(unittest.TestCase):
                                 "group": "g", "unique_key": "u", "unique_for_seconds": 3600.0,
                                 "tags": ["a", "b"], "run_at": "2030-01-01T00:00:00.000000Z"})
 
+    def test_keys(self) -> None:
+        self.assertEqual(readpast.JobSpec("k", keys=("a", "b")).to_json(), {"kind": "k", "keys": ["a", "b"]})
+        self.assertEqual(readpast.JobSpec("k", group="a", keys=["a"]).to_json(),
+                         {"kind": "k", "group": "a", "keys": ["a"]})
+        self.assertEqual(readpast.FlowJob("k", keys=["a", "b"]).to_json(), {"kind": "k", "keys": ["a", "b"]})
+        with self.assertRaisesRegex(TypeError, "keys must be a list"):
+            readpast.JobSpec("k", keys="ab").to_json()
+        wire = {"id": 1, "queue": "q", "kind": "k", "state": "pending", "run_at": "2025-06-01T12:00:00Z",
+                "created_at": "2025-06-01T12:00:00Z", "group": "a"}
+        self.assertEqual(readpast.Job.from_json(wire).keys, [])
+        job = readpast.Job.from_json(dict(wire, keys=["a", "b"]))
+        self.assertEqual((job.group, job.keys), ("a", ["a", "b"]))
+
     def test_client_url(self) -> None:
         with self.assertRaises(ValueError):
             readpast.Client("127.0.0.1:8080")

@@ -16,7 +16,8 @@ export type AttemptError = Schemas["AttemptError"];
 /**
  * A job as the server sends it (times are RFC 3339 strings in UTC). An
  * enqueue answer that found the unique or idempotency key held has
- * `duplicate: true` and is the job holding the key.
+ * `duplicate: true` and is the job holding the key. `keys` lists every
+ * key of the job, its `group` first; absent for a job without keys.
  */
 export type Job = Schemas["Job"];
 
@@ -42,8 +43,10 @@ export type Time = Date | string;
 
 /**
  * One job to enqueue: the API's enqueue fields (`kind`, `payload`,
- * `queue`, `priority`, `run_at`, `max_attempts`, `group`, `unique_key`,
- * `unique_for_seconds`, `tags`), with `run_at` also as a `Date`.
+ * `queue`, `priority`, `run_at`, `max_attempts`, `group`, `keys`,
+ * `unique_key`, `unique_for_seconds`, `tags`), with `run_at` also as a
+ * `Date`. `keys` (at most 4) hold the job to the limit of each, the first
+ * its group.
  */
 export type JobSpec = Input<Omit<Schemas["EnqueueRequest"], "run_at">> & { run_at?: Time | undefined };
 

@@ -52,6 +52,47 @@ describe("enqueue", () => {
     assert.equal(j.duplicate, undefined);
   });
 
+  test("keys: enqueued, read back and claimed; five are a 400", async () => {
+    const queue = unique("q");
+    const a = unique("key-a");
+    const b = unique("key-b");
+    const j: Job = await c.enqueue({ kind: "sync", queue, payload: { n: 1 }, keys: [a, b] });
+    assert.equal(j.group, a);
+    assert.deepEqual(j.keys, [a, b]);
+    assert.deepEqual((await c.getJob(j.id)).keys, [a, b]);
+    const many = await c.enqueueMany([
+      { kind: "sync", queue, group: b, keys: [b, a] },
+      { kind: "sync", queue, keys: [a] },
+      { kind: "plain", queue },
+    ]);
+    assert.deepEqual(
+      many.map((m) => [m.group, m.keys]),
+      [
+        [b, [b, a]],
+        [a, [a]],
+        [null, undefined],
+      ],
+    );
+    const claimed = await c.claim({ worker: "w", queues: [queue], limit: 1 });
+    assert.deepEqual(
+      claimed.map((m) => [m.id, m.keys]),
+      [[j.id, [a, b]]],
+    );
+    await assert.rejects(c.enqueue({ kind: "sync", queue, keys: ["k1", "k2", "k3", "k4", "k5"] }), (e: unknown) => {
+      const err = e as { name: string; status: number; code: string; field: string };
+      assert.deepEqual([err.name, err.status, err.code, err.field], ["InvalidFieldError", 400, "invalid_field", "keys"]);
+      return true;
+    });
+    await assert.rejects(
+      c.enqueueMany([
+        { kind: "ok", queue },
+        { kind: "bad", queue, group: "x", keys: ["y"] },
+      ]),
+      (e: unknown) => (e as { field: string }).field === "jobs[1].keys",
+    );
+    assert.equal((await c.listJobs({ queue })).jobs.length, 4);
+  });
+
   test("defaults, and run_at as a string", async () => {
     const j = await c.enqueue({ kind: "plain", run_at: "2020-01-01T00:00:00Z" });
     assert.equal(j.queue, "default");

@@ -1,8 +1,10 @@
 {{/*
 claim_jobs ends both claims (claim.sql, claim_ungrouped.sql). It expects
-    picked (id bigint, group_key text): the jobs to claim, locked;
-    held (group_key text): the groups whose rows this claim holds;
-it makes the picked jobs that are ungrouped or of a held group running
+    picked (id bigint, group_key text, more_keys text[]): the jobs to
+        claim, locked;
+    held (group_key text): the keys whose rows this claim holds;
+it makes the picked jobs that are ungrouped, or whose every key is held,
+running
 under the token $5 for worker $2, with a lease of $4 microseconds, and
 returns them in claim order (claim_result), as scanClaimed (scan.go)
 reads them.
@@ -25,7 +27,9 @@ claimed AS (
         lease_expires_at = (SELECT at FROM claim_time) + $4::bigint * interval '1 microsecond'
     WHERE j.id = ANY (ARRAY(
             SELECT id FROM picked
-            WHERE group_key IS NULL OR group_key IN (SELECT group_key FROM held)))
+            WHERE group_key IS NULL
+               OR (group_key IN (SELECT group_key FROM held)
+                   AND (more_keys IS NULL OR more_keys <@ ARRAY(SELECT group_key FROM held)))))
       AND j.state = 'pending'
     RETURNING j.*
 ),
@@ -45,7 +49,7 @@ the client's CPU in a 1000-worker drain; without, 9% (docs/benchmarks.md).
 */}}{{define "claim_result"}}
 SELECT id, queue, kind, payload, priority, attempt, max_attempts, run_at,
        group_key, created_at, started_at, errors, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes, traceparent, tracestate
+       array_to_string(tags, ' '), snoozes, traceparent, tracestate, array_to_string(more_keys, ' ')
 FROM claimed
 WHERE readpast_stall('claim.end', id)
 ORDER BY priority, run_at, id{{end}}

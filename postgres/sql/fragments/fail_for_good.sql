@@ -18,7 +18,7 @@ moved AS (
     {{template "history_insert"}}
     SELECT id, queue, kind, payload, priority, run_at, 'failed', attempt, max_attempts, token,
            worker, group_key, created_at, started_at, now(), new_errors, NULL, unique_key, unique_until,
-           tags, snoozes
+           tags, snoozes, more_keys
     FROM dead
     RETURNING queue
 ),

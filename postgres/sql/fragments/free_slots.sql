@@ -24,6 +24,13 @@ group always has a row (PruneGroups deletes only rows with nothing
 running), so the INSERT arm runs only if that ever failed to hold; it
 then writes the row the decrement would have left.
 
+A freed slot also clears the row's waiters (the first keys a claim left
+unmarked because this key was full) when the key has a free slot after
+it: the trigger marks them from the row's old version, which the lock
+makes the newest whatever this statement's snapshot. A key still full
+(running above a limit lowered meanwhile) keeps them for the completion
+that frees a slot (TestAdvWaiterLostWhenOverfullKeyFrees).
+
 Each row's count is looked up in one object of all of them, built once
 for the statement (a binary search a row), not by a scan of freeing for
 each row, which a statement ending jobs of 1,000 keys paid in the square
@@ -35,6 +42,9 @@ freed AS (
     WHERE readpast_stall('finish.group_rows', n)
     ORDER BY group_key
     ON CONFLICT (group_key) DO UPDATE
-    SET running = g.running - ((SELECT jsonb_object_agg(f.group_key, f.n) FROM freeing f) ->> excluded.group_key)::bigint
+    SET running = g.running - ((SELECT jsonb_object_agg(f.group_key, f.n) FROM freeing f) ->> excluded.group_key)::bigint,
+        waiters = CASE WHEN g.max_running - g.running
+                            + ((SELECT jsonb_object_agg(f.group_key, f.n) FROM freeing f) ->> excluded.group_key)::bigint > 0
+                       THEN NULL ELSE g.waiters END
     RETURNING g.group_key, g.max_running - g.running AS free
 ){{end}}

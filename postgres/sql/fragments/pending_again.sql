@@ -1,7 +1,8 @@
 {{/*
 pending_again ends a statement that made running jobs pending again
 without counting their attempt (release.sql, snooze.sql). It expects
-    target (id bigint, group_key text): the job rows the statement holds,
+    target (id bigint, group_key text, more_keys text[]): the job rows the
+    statement holds,
 and its argument names the CTE of those jobs as they are now,
     (id, queue, priority, run_at, group_key), pending again;
 it gives each grouped one a ready mark at its new place in claim order
@@ -16,7 +17,11 @@ marked AS (
     SELECT queue, priority, readpast_turn(group_key, run_at), id, group_key FROM {{.}} WHERE group_key IS NOT NULL
 ),
 freeing AS (
-    SELECT group_key, count(*) AS n FROM target WHERE group_key IS NOT NULL GROUP BY group_key
+    SELECT group_key, count(*) AS n
+    FROM (SELECT group_key FROM target WHERE group_key IS NOT NULL
+          UNION ALL
+          SELECT unnest(more_keys) FROM target WHERE more_keys IS NOT NULL) k
+    GROUP BY group_key
 ),
 {{template "free_slots"}},
 notified AS (

@@ -5,7 +5,7 @@ their turn, moves the rest to the history (fail_for_good), counts the
 changes, frees the attempts' group slots and marks the groups' next jobs
 (free_slots), and releases the unique keys of the jobs that ended. Its
 argument names the CTE of the held rows,
-    (id bigint, group_key text, retry bool, errors jsonb, ...)
+    (id bigint, group_key text, more_keys text[], retry bool, errors jsonb, ...)
 and it needs a CTE retried (id, queue, priority, run_at, group_key) of the
 jobs made pending again. Shared by fail.sql (a worker's failure) and
 rescue.sql (a lease that expired): one attempt ends the same way whoever
@@ -18,7 +18,11 @@ marked AS (
 {{template "fail_for_good" .}},
 {{template "count_changes"}},
 freeing AS (
-    SELECT group_key, count(*) AS n FROM {{.}} WHERE group_key IS NOT NULL GROUP BY group_key
+    SELECT group_key, count(*) AS n
+    FROM (SELECT group_key FROM {{.}} WHERE group_key IS NOT NULL
+          UNION ALL
+          SELECT unnest(more_keys) FROM {{.}} WHERE more_keys IS NOT NULL) k
+    GROUP BY group_key
 ),
 {{template "free_slots"}},
 ending AS (

@@ -20,7 +20,7 @@ RETURNS TABLE (
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
     created_at timestamptz, started_at timestamptz, errors jsonb,
     unique_key text, unique_until timestamptz, tags text, snoozes integer,
-    traceparent text, tracestate text){{end}}
+    traceparent text, tracestate text, more_keys text){{end}}
 {{define "declare"}}DECLARE
     kept_queues ALIAS FOR $1;
 {{end}}{{define "body"}}IF current_setting('transaction_isolation') <> 'read committed' THEN

@@ -208,6 +208,7 @@ type job struct {
 	MaxAttempts    int             `json:"max_attempts"`
 	Payload        json.RawMessage `json:"payload"`
 	Group          *string         `json:"group"`
+	Keys           []string        `json:"keys"`
 	Result         json.RawMessage `json:"result"`
 	Duplicate      bool            `json:"duplicate"`
 	Token          *string         `json:"token"`
@@ -247,6 +248,10 @@ func jobOf(w httpapi.Job) job {
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}
+	}
+	j.Keys = w.Keys
+	if j.Keys == nil {
+		j.Keys = []string{}
 	}
 	for _, e := range w.Errors {
 		j.Errors = append(j.Errors, attemptError{Attempt: e.Attempt, Message: e.Message})

@@ -86,6 +86,7 @@ type enqueueArgs struct {
 	RunInSeconds     *float64        `json:"run_in_seconds,omitempty"`
 	MaxAttempts      *int            `json:"max_attempts,omitempty"`
 	Group            *string         `json:"group,omitempty"`
+	Keys             []string        `json:"keys,omitempty"`
 	UniqueKey        *string         `json:"unique_key,omitempty"`
 	UniqueForSeconds *float64        `json:"unique_for_seconds,omitempty"`
 	Tags             []string        `json:"tags,omitempty"`
@@ -95,7 +96,7 @@ type enqueueArgs struct {
 func (a enqueueArgs) request() httpapi.EnqueueRequest {
 	r := httpapi.EnqueueRequest{
 		Kind: a.Kind, Payload: a.Payload, Queue: a.Queue, Priority: a.Priority, MaxAttempts: a.MaxAttempts,
-		Group: a.Group, UniqueKey: a.UniqueKey, UniqueForSeconds: a.UniqueForSeconds, Tags: a.Tags,
+		Group: a.Group, Keys: a.Keys, UniqueKey: a.UniqueKey, UniqueForSeconds: a.UniqueForSeconds, Tags: a.Tags,
 	}
 	if a.RunInSeconds != nil {
 		at := timeOf(time.Now().Add(time.Duration(*a.RunInSeconds * float64(time.Second))))

@@ -49,6 +49,7 @@ def job_out(j):
         "max_attempts": j.max_attempts,
         "payload": j.payload,
         "group": j.group,
+        "keys": list(j.keys),
         "result": j.result,
         "duplicate": j.duplicate,
         "token": j.token,
@@ -93,26 +94,27 @@ def in_seconds(s):
 
 
 SPEC_ARGS = ("payload", "queue", "priority", "run_in_seconds", "max_attempts", "group", "unique_key",
-             "unique_for_seconds", "tags")
+             "unique_for_seconds", "tags", "keys")
 
 
 def spec_of(args, extra=()):
-    kind, payload, queue, priority, run_in, max_attempts, group, unique_key, unique_for, tags, *rest = take(
+    kind, payload, queue, priority, run_in, max_attempts, group, unique_key, unique_for, tags, keys, *rest = take(
         args, *SPEC_ARGS, *extra, required=("kind",))
     spec = readpast.JobSpec(kind, payload, queue=queue, priority=priority, run_at=in_seconds(run_in),
                             max_attempts=max_attempts, group=group, unique_key=unique_key,
-                            unique_for=unique_for, tags=tags)
+                            unique_for=unique_for, tags=tags, keys=keys)
     return spec, rest
 
 
 # The fields of a flow job and of its edges in POST /v1/flows: others are
 # a mistake in the scenario.
-FLOW_JOB_FIELDS = ("ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after")
+FLOW_JOB_FIELDS = ("ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "keys", "tags",
+                   "after")
 FLOW_EDGE_FIELDS = ("ref", "job_id", "policy")
 # The fields of a job of a batch: the enqueue fields (the unique key ones
 # go as they are, for the server to refuse).
-BATCH_JOB_FIELDS = ("kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "unique_key",
-                    "unique_for_seconds")
+BATCH_JOB_FIELDS = ("kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "keys", "tags",
+                    "unique_key", "unique_for_seconds")
 
 
 def batch_job(j, where):
@@ -142,7 +144,7 @@ class Driver:
         return job_out(self.c.enqueue(spec.kind, spec.payload, queue=spec.queue, priority=spec.priority,
                                       run_at=spec.run_at, max_attempts=spec.max_attempts, group=spec.group,
                                       unique_key=spec.unique_key, unique_for=spec.unique_for, tags=spec.tags,
-                                      idempotency_key=idem))
+                                      keys=spec.keys, idempotency_key=idem))
 
     def op_enqueue_batch(self, a):
         (jobs,) = take(a, required=("jobs",))

@@ -56,6 +56,7 @@ function jobOut(j) {
     max_attempts: j.max_attempts,
     payload: j.payload ?? null,
     group: j.group ?? null,
+    keys: [...(j.keys ?? [])],
     result: j.result ?? null,
     duplicate: j.duplicate ?? false,
     token: j.token || null,
@@ -109,11 +110,12 @@ const SPEC_ARGS = [
   "unique_key",
   "unique_for_seconds",
   "tags",
+  "keys",
 ];
 
 /** The fields of a flow job and of its edges in `POST /v1/flows`: others
  * are a mistake in the scenario. */
-const FLOW_JOB_FIELDS = ["ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "tags", "after"];
+const FLOW_JOB_FIELDS = ["ref", "kind", "payload", "queue", "priority", "run_at", "max_attempts", "group", "keys", "tags", "after"];
 const FLOW_EDGE_FIELDS = ["ref", "job_id", "policy"];
 
 /** The fields of a job of a batch: the enqueue fields (the unique key
@@ -155,6 +157,7 @@ function specOf(args, extra = []) {
     unique_key: a.unique_key,
     unique_for_seconds: a.unique_for_seconds,
     tags: a.tags,
+    keys: a.keys,
   };
 }
 

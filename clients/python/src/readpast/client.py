@@ -107,13 +107,16 @@ class Client(BatchCalls):
         unique_key: Optional[str] = None,
         unique_for: Optional[Union[float, _dt.timedelta]] = None,
         tags: Optional[Sequence[str]] = None,
+        keys: Optional[Sequence[str]] = None,
         idempotency_key: Optional[str] = None,
         traceparent: Optional[str] = None,
         tracestate: Optional[str] = None,
     ) -> Job:
         """``POST /v1/jobs``: enqueues one job and returns it.
 
-        See :class:`JobSpec` for the options. With ``unique_key``, or with
+        See :class:`JobSpec` for the options (``keys``, at most 4, hold
+        the job to several limits at once, the first its group). With
+        ``unique_key``, or with
         ``idempotency_key`` (the ``Idempotency-Key`` header: the same
         request sent again within the server's idempotency period returns
         the job the first one made), an enqueue whose key is held creates
@@ -134,6 +137,7 @@ class Client(BatchCalls):
             unique_key=unique_key,
             unique_for=unique_for,
             tags=tags,
+            keys=keys,
         )
         headers = trace_headers(traceparent, tracestate)
         if idempotency_key is not None:

@@ -88,12 +88,13 @@ class FlowJob:
     max_attempts: Optional[int] = None
     group: Optional[str] = None
     tags: Optional[Sequence[str]] = None
+    keys: Optional[Sequence[str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The job as an element of the body of ``POST /v1/flows``."""
         body = JobSpec(
             kind=self.kind, payload=self.payload, queue=self.queue, priority=self.priority, run_at=self.run_at,
-            max_attempts=self.max_attempts, group=self.group, tags=self.tags,
+            max_attempts=self.max_attempts, group=self.group, tags=self.tags, keys=self.keys,
         ).to_json()
         if self.ref is not None:
             if not isinstance(self.ref, str):

@@ -137,6 +137,9 @@ class Job:
     run after other jobs: each parent's stored result by the parent's ref
     in the flow (a parent named by id, or without a ref, by its id as a
     string), None for a parent that has not succeeded or stored no result.
+    ``keys`` lists every flow-control key of the job, its ``group`` first
+    (``[group]`` for a job with a group and no other key), and is empty
+    for a job without keys.
     """
 
     id: int
@@ -166,6 +169,7 @@ class Job:
     tracestate: Optional[str] = None
     parent_results: Optional[Dict[str, JSON]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    keys: List[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Job":
@@ -181,6 +185,7 @@ class Job:
             created_at=parse_time(d["created_at"]),
             payload=d.get("payload"),
             group=d.get("group"),
+            keys=[str(k) for k in _list(d, "keys")],
             errors=[AttemptError.from_json(e) for e in _list(d, "errors")],
             tags=[str(t) for t in _list(d, "tags")],
             snoozes=int(d.get("snoozes", 0)),
@@ -230,6 +235,11 @@ class JobSpec:
     tags. ``run_at`` is an aware datetime, or a timedelta from now (on this
     machine's clock). ``unique_for`` (seconds or a timedelta) keeps
     ``unique_key`` held that long after the enqueue whatever the outcome.
+    ``keys`` (at most 4 names) holds the job to the limit of each: it
+    starts only when every key allows it, and counts as running on each.
+    The first key is its group (its stream: turns and order); ``group``
+    alone is the same as ``keys=[group]``, and given with ``keys`` must be
+    its first.
     """
 
     kind: str
@@ -242,6 +252,7 @@ class JobSpec:
     unique_key: Optional[str] = None
     unique_for: Optional[Union[float, _dt.timedelta]] = None
     tags: Optional[Sequence[str]] = None
+    keys: Optional[Sequence[str]] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The enqueue body of this job. Raises TypeError or ValueError on
@@ -265,6 +276,10 @@ class JobSpec:
             body["max_attempts"] = self.max_attempts
         if self.group is not None:
             body["group"] = self.group
+        if self.keys is not None:
+            if isinstance(self.keys, (str, bytes)):
+                raise TypeError("keys must be a list of strings, not one string")
+            body["keys"] = list(self.keys)
         if self.unique_key is not None:
             body["unique_key"] = self.unique_key
         if self.unique_for is not None:
