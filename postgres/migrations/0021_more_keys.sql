@@ -98,6 +98,7 @@ DECLARE
     budget jsonb := coalesce(budgets, '{}');
     taken integer := 0;
     c jsonb;
+    ks text[];
     k text;
     short text;
 BEGIN
@@ -105,20 +106,16 @@ BEGIN
         EXIT WHEN taken >= lim;
         short := NULL;
         IF c ->> 1 IS NOT NULL THEN
-            FOR k IN SELECT c ->> 1
-                     UNION ALL
-                     SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(c -> 2) = 'array' THEN c -> 2 ELSE '[]' END)
-            LOOP
+            ks := ARRAY[c ->> 1] || ARRAY(
+                SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(c -> 2) = 'array' THEN c -> 2 ELSE '[]' END));
+            FOREACH k IN ARRAY ks LOOP
                 IF coalesce((budget ->> k)::integer, 0) <= 0 THEN
                     short := k;
                     EXIT;
                 END IF;
             END LOOP;
             IF short IS NULL THEN
-                FOR k IN SELECT c ->> 1
-                         UNION ALL
-                         SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(c -> 2) = 'array' THEN c -> 2 ELSE '[]' END)
-                LOOP
+                FOREACH k IN ARRAY ks LOOP
                     budget := jsonb_set(budget, ARRAY[k], to_jsonb((budget ->> k)::integer - 1));
                 END LOOP;
             END IF;
