@@ -21,8 +21,9 @@ type Inspector interface {
 	// many jobs finished in each final state and how long the jobs that
 	// started waited to start. Minutes without any activity are absent.
 	Activity(ctx context.Context, since time.Time) ([]ActivityMinute, error)
-	// BusiestGroups returns up to limit concurrency groups with the most
-	// live jobs (pending and running), most first, then by name.
+	// BusiestGroups returns up to limit keys (concurrency groups) with the
+	// most live jobs (pending and running), most first, then by name. A
+	// job with several keys (EnqueueParams.Keys) counts under each.
 	BusiestGroups(ctx context.Context, limit int) ([]GroupLoad, error)
 	// QueueActivity is Activity for the jobs of one queue.
 	QueueActivity(ctx context.Context, queue string, since time.Time) ([]ActivityMinute, error)

@@ -73,20 +73,27 @@ UNION ALL
 SELECT started_at, started_at - max(run_at, created_at)
 FROM readpast_jobs
 WHERE state = 'running' AND started_at >= ?1 / 60000000 * 60000000 AND (?2 = '' OR queue = ?2)`
-	// busiestGroupsSQL: the ?1 groups with the most live jobs in queue ?2
-	// ('' = every queue), with how many of those run and the group's limit
-	// (no row means 1).
-	busiestGroupsSQL = `SELECT l.group_key, l.running, l.pending, coalesce(g.max_running, 1)
-FROM (
-    SELECT group_key, sum(state = 'running') AS running, sum(state = 'pending') AS pending
-    FROM readpast_jobs
+	// busiestGroupsSQL: the ?1 keys with the most live jobs in queue ?2
+	// ('' = every queue), with how many of those run and the key's limit
+	// (no row means 1). A job counts under each of its keys: its group and
+	// its more_keys.
+	busiestGroupsSQL = `WITH k(key, state) AS (
+    SELECT group_key, state FROM readpast_jobs
     WHERE group_key IS NOT NULL AND (?2 = '' OR queue = ?2)
-    GROUP BY group_key
-    ORDER BY count(*) DESC, group_key
+    UNION ALL
+    SELECT e.value, j.state FROM readpast_jobs AS j, json_each(j.more_keys) AS e
+    WHERE j.more_keys IS NOT NULL AND (?2 = '' OR j.queue = ?2)
+)
+SELECT l.key, l.running, l.pending, coalesce(g.max_running, 1)
+FROM (
+    SELECT key, sum(state = 'running') AS running, sum(state = 'pending') AS pending
+    FROM k
+    GROUP BY key
+    ORDER BY count(*) DESC, key
     LIMIT ?1
 ) AS l
-LEFT JOIN readpast_groups AS g ON g.group_key = l.group_key
-ORDER BY l.running + l.pending DESC, l.group_key`
+LEFT JOIN readpast_groups AS g ON g.group_key = l.key
+ORDER BY l.running + l.pending DESC, l.key`
 	// searchSQL: among the newest ?8 jobs with ids below ?6 (live and
 	// finished together), the first ?7 that match, newest first. Filters:
 	// ?1 queue, ?2 state, ?3 kind, ?4 group, ?9 tag ('' = any), ?5 text found,

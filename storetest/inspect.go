@@ -187,16 +187,18 @@ func testBusiestGroups(t *testing.T, h Harness) {
 		readpast.EnqueueParams{Kind: "k", Queue: "q", Group: "g1"},
 		readpast.EnqueueParams{Kind: "k", Queue: "q", Group: "g3"},
 		readpast.EnqueueParams{Kind: "k", Queue: "q"},
+		// A job with several keys counts under each of them.
+		readpast.EnqueueParams{Kind: "k", Queue: "q", Keys: []string{"g3", "g1"}},
 	)
 	if c := claim(t, s, 1, time.Minute, "q"); len(c) != 1 || c[0].Group == nil || *c[0].Group != "g2" {
 		t.Fatalf("claimed %+v, want a job of g2", c)
 	}
 	got := ok(in.BusiestGroups(ctx, 2)).must(t)
-	want := []readpast.GroupLoad{{Group: "g1", Pending: 3, Limit: 1}, {Group: "g2", Running: 1, Pending: 1, Limit: 2}}
+	want := []readpast.GroupLoad{{Group: "g1", Pending: 4, Limit: 1}, {Group: "g2", Running: 1, Pending: 1, Limit: 2}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("busiest groups %+v, want %+v", got, want)
 	}
-	if got := ok(in.BusiestGroups(ctx, 10)).must(t); len(got) != 3 || got[2].Group != "g3" {
+	if got := ok(in.BusiestGroups(ctx, 10)).must(t); len(got) != 3 || got[2] != (readpast.GroupLoad{Group: "g3", Pending: 2, Limit: 1}) {
 		t.Fatalf("all groups %+v", got)
 	}
 	if _, err := in.BusiestGroups(ctx, 0); !errors.Is(err, readpast.ErrInvalid) {

@@ -70,7 +70,7 @@ func testQueueGroups(t *testing.T, h Harness) {
 	s, in := newInspector(t, h)
 	ctx := ctxT(t)
 	// qa: g2's job first in claim order, then three of g1. qb: one of g1,
-	// two of g3.
+	// two of g3, and one of g3 and g4 (counted under both).
 	enqueue(t, s,
 		readpast.EnqueueParams{Kind: "k", Queue: "qa", Group: "g2", Priority: -1},
 		readpast.EnqueueParams{Kind: "k", Queue: "qa", Group: "g1"},
@@ -80,6 +80,7 @@ func testQueueGroups(t *testing.T, h Harness) {
 		readpast.EnqueueParams{Kind: "k", Queue: "qb", Group: "g3"},
 		readpast.EnqueueParams{Kind: "k", Queue: "qb", Group: "g3"},
 		readpast.EnqueueParams{Kind: "k", Queue: "qb"},
+		readpast.EnqueueParams{Kind: "k", Queue: "qb", Keys: []string{"g3", "g4"}},
 	)
 	if c := claim(t, s, 1, time.Minute, "qa"); len(c) != 1 || c[0].Group == nil || *c[0].Group != "g2" {
 		t.Fatalf("claimed %+v, want the job of g2", c)
@@ -91,7 +92,7 @@ func testQueueGroups(t *testing.T, h Harness) {
 	}{
 		{"qa", 10, []readpast.GroupLoad{{Group: "g1", Pending: 3, Limit: 1}, {Group: "g2", Running: 1, Limit: 1}}},
 		{"qa", 1, []readpast.GroupLoad{{Group: "g1", Pending: 3, Limit: 1}}},
-		{"qb", 10, []readpast.GroupLoad{{Group: "g3", Pending: 2, Limit: 1}, {Group: "g1", Pending: 1, Limit: 1}}},
+		{"qb", 10, []readpast.GroupLoad{{Group: "g3", Pending: 3, Limit: 1}, {Group: "g1", Pending: 1, Limit: 1}, {Group: "g4", Pending: 1, Limit: 1}}},
 		{"nosuch", 10, []readpast.GroupLoad{}},
 	} {
 		got := ok(in.QueueGroups(ctx, tc.queue, tc.limit)).must(t)
@@ -100,7 +101,7 @@ func testQueueGroups(t *testing.T, h Harness) {
 		}
 	}
 	// Every queue, as before: g1 counts its jobs in both.
-	want := []readpast.GroupLoad{{Group: "g1", Pending: 4, Limit: 1}, {Group: "g3", Pending: 2, Limit: 1}, {Group: "g2", Running: 1, Limit: 1}}
+	want := []readpast.GroupLoad{{Group: "g1", Pending: 4, Limit: 1}, {Group: "g3", Pending: 3, Limit: 1}, {Group: "g2", Running: 1, Limit: 1}, {Group: "g4", Pending: 1, Limit: 1}}
 	if got := ok(in.BusiestGroups(ctx, 10)).must(t); !slices.Equal(got, want) {
 		t.Errorf("every queue: %+v, want %+v", got, want)
 	}
