@@ -188,12 +188,60 @@ func TestTurnsShareEqually(t *testing.T) {
 	slices.Sort(sorted)
 	t.Logf("%d keys of %d jobs each, enqueued one key after another; %d clients x %d workers, handlers of 2-4 ms, %v: %d starts; Jain's index per second: min %.3f, median %.3f over %d seconds; %d keys drained",
 		keys, perKey, clients, workers, run, total, sorted[0], sorted[len(sorted)/2], len(sorted), drained)
+	t.Log(claimSpread(starts))
 	if drained > 0 {
 		t.Errorf("%d keys ran out of jobs during the run: the index would measure less than a backlog", drained)
 	}
 	if *turnsSoak && sorted[0] < 0.95 {
 		t.Errorf("Jain's index fell to %.3f in a second, want at least 0.95 in each: %v", sorted[0], indexes)
 	}
+}
+
+// claimSpread describes how the claims of a run spread their jobs over
+// the keys, from each key's start times (the jobs of one claim share its
+// time): how many keys a claim served, how many jobs of one key it took,
+// and how long keys went between two claims that served them.
+func claimSpread(starts map[string][]time.Time) string {
+	claims := map[time.Time]map[string]int{}
+	var gaps []time.Duration
+	for key, ss := range starts {
+		ss = slices.Clone(ss)
+		slices.SortFunc(ss, time.Time.Compare)
+		var longest time.Duration
+		for i, s := range ss {
+			if claims[s] == nil {
+				claims[s] = map[string]int{}
+			}
+			claims[s][key]++
+			if i > 0 {
+				longest = max(longest, s.Sub(ss[i-1]))
+			}
+		}
+		gaps = append(gaps, longest)
+	}
+	if len(claims) == 0 {
+		return "no claims"
+	}
+	var keys, jobs, lumpy int
+	var most []int
+	for _, c := range claims {
+		n, top := 0, 0
+		for _, k := range c {
+			n += k
+			top = max(top, k)
+		}
+		keys += len(c)
+		jobs += n
+		if n >= 2*len(c) {
+			lumpy++
+		}
+		most = append(most, top)
+	}
+	slices.Sort(most)
+	slices.Sort(gaps)
+	return fmt.Sprintf("%d claims: %.1f jobs of %.1f keys on average; %.0f%% took two or more jobs of each key they served; the most jobs of one key in a claim: median %d, p90 %d; each key's longest wait between two claims that served it: median %v, longest %v",
+		len(claims), float64(jobs)/float64(len(claims)), float64(keys)/float64(len(claims)), 100*float64(lumpy)/float64(len(claims)),
+		most[len(most)/2], most[len(most)*9/10], gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
 }
 
 // runBacklogs enqueues perKey jobs to each of keys keys ("t:0", "t:1",
