@@ -105,9 +105,19 @@ var (
 // accepts connections and never answers fails instead of hanging.
 const DefaultConnectTimeout = 10 * time.Second
 
+// DefaultPingTimeout bounds the ping with which the pool checks a
+// connection that sat idle before handing it out, when the URL has no
+// pool_ping_timeout: a connection left half-open (its peer gone without
+// a reset) then fails its ping and is replaced, where an unbounded ping
+// would hold the call, and Close, for as long as the caller's context
+// allows, or a minute for a ping the call gave up on.
+const DefaultPingTimeout = 5 * time.Second
+
 // Open connects to the database at url (a postgres:// URL or key=value
 // DSN) with a pool the store owns and closes. Without connect_timeout in
-// the URL, each connection attempt is bounded by DefaultConnectTimeout. A
+// the URL, each connection attempt is bounded by DefaultConnectTimeout,
+// and without pool_ping_timeout each check of an idle connection by
+// DefaultPingTimeout. A
 // database that cannot be reached is an error wrapping
 // readpast.ErrUnavailable.
 //
@@ -135,6 +145,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = DefaultPingTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
