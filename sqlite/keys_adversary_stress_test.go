@@ -42,15 +42,34 @@ func advLimitOf(key string) int {
 // rows keep and the running jobs naming each key.
 func advKeyCounts(t *testing.T, s *Store) (rows, jobs map[string]int) {
 	t.Helper()
+	// A read on a WAL database can meet SQLITE_BUSY while another
+	// connection checkpoints; the store's own reads retry it, and so does
+	// this one.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		rows, jobs, err = advReadKeyCounts(s)
+		if err == nil {
+			return rows, jobs
+		}
+		if !IsUnavailable(err) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// advReadKeyCounts reads, in one transaction, each key row's running
+// count and how many running jobs name each key.
+func advReadKeyCounts(s *Store) (rows, jobs map[string]int, err error) {
 	tx, err := s.DB().BeginTx(context.Background(), nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	defer tx.Rollback()
-	read := func(q string) map[string]int {
+	read := func(q string) (map[string]int, error) {
 		r, err := tx.Query(q)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer r.Close()
 		out := map[string]int{}
@@ -58,24 +77,23 @@ func advKeyCounts(t *testing.T, s *Store) (rows, jobs map[string]int) {
 			var k string
 			var n int
 			if err := r.Scan(&k, &n); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			if n != 0 {
 				out[k] = n
 			}
 		}
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return out, r.Err()
 	}
-	rows = read(`SELECT group_key, running FROM readpast_groups`)
-	jobs = read(`WITH jk(k) AS (
+	if rows, err = read(`SELECT group_key, running FROM readpast_groups`); err != nil {
+		return nil, nil, err
+	}
+	jobs, err = read(`WITH jk(k) AS (
     SELECT group_key FROM readpast_jobs WHERE state = 'running' AND group_key IS NOT NULL
     UNION ALL
     SELECT value FROM readpast_jobs, json_each(readpast_jobs.more_keys) WHERE state = 'running' AND more_keys IS NOT NULL)
 SELECT k, count(*) FROM jk GROUP BY k`)
-	return rows, jobs
+	return rows, jobs, err
 }
 
 func advCheckCountsBound(t *testing.T, s *Store, what string, bound bool) bool {
