@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"net/url"
 	"testing"
 	"time"
 
@@ -28,19 +27,14 @@ import (
 func TestNetworkFaults(t *testing.T) {
 	direct := pgtest.URL(t)
 	s := openPG(t, direct)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.Start(u.Host)
+	proxy, proxied, err := netfault.StartURL(direct)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	u.Host = proxy.Addr()
 	r := newRun(t, "network-faults", s, pgNow(s))
 	for _, slot := range []string{"w1", "w2", "w3"} {
-		r.worker(slot, goWorker("postgres", u.String()))
+		r.worker(slot, goWorker("postgres", proxied))
 	}
 	d := loadFor(20 * time.Second)
 	r.enqueue(d, 8, true)

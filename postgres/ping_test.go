@@ -19,17 +19,12 @@ import (
 // for up to 15 s (pgconn's asyncClose) and no longer.
 func TestIdleHalfOpenConnectionIsReplaced(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := netfault.Start(u.Host)
+	proxy, proxied, err := netfault.StartURL(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	u.Host = proxy.Addr()
-	s, err := Open(context.Background(), u.String())
+	s, err := Open(context.Background(), proxied)
 	if err != nil {
 		t.Fatal(err)
 	}

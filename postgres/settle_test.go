@@ -15,11 +15,7 @@ import (
 // proxyTo starts a fault proxy to base's server.
 func proxyTo(t *testing.T, base *postgres.Store) *netfault.Proxy {
 	t.Helper()
-	u, err := url.Parse(base.Pool().Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := netfault.Start(u.Host)
+	p, _, err := netfault.StartURL(base.Pool().Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,9 @@ package netfault
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -49,6 +51,21 @@ func Start(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// StartURL starts a proxy to the host of the database URL rawURL and
+// returns it with rawURL pointed at the proxy instead.
+func StartURL(rawURL string) (*Proxy, string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("netfault: %w", err)
+	}
+	p, err := Start(u.Host)
+	if err != nil {
+		return nil, "", err
+	}
+	u.Host = p.Addr()
+	return p, u.String(), nil
 }
 
 // Addr is the proxy's host:port.
