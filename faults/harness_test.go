@@ -72,10 +72,12 @@ type run struct {
 	cancel context.CancelFunc
 
 	// keyOf, when set, names each enqueued job's key instead of the
-	// default mix of groups and rated keys; keyLimits are the limits of
+	// default mix of groups and rated keys; moreKeysOf, when set, the
+	// keys after it (none for most jobs); keyLimits are the limits of
 	// those keys the history is checked against too.
-	keyOf     func() string
-	keyLimits map[string]readpast.Limit
+	keyOf      func() string
+	moreKeysOf func() []string
+	keyLimits  map[string]readpast.Limit
 
 	mu       sync.Mutex
 	procs    []*proc
@@ -280,8 +282,9 @@ func (r *run) faultWithin(what string, at time.Time, limit time.Duration, procs 
 }
 
 // enqueue keeps enqueuing batches of jobs until d passes: n jobs every
-// 50 ms, half of them in the groups of groupLimits, one in eight in each
-// of the keys of rateLimits, some asking their
+// 50 ms, half of them in the groups of groupLimits (one in eight of those
+// naming r1 as a second key), one in eight in each of the keys of
+// rateLimits, some asking their
 // first attempt to fail. Failed enqueues (the database away) are counted
 // and not retried: their jobs are unacknowledged.
 func (r *run) enqueue(d time.Duration, n int, failing bool) {
@@ -303,8 +306,19 @@ func (r *run) enqueue(d time.Duration, n int, failing bool) {
 				switch k := rand.IntN(8); {
 				case r.keyOf != nil:
 					ps[i].Group = r.keyOf()
+					if r.moreKeysOf != nil {
+						if more := r.moreKeysOf(); len(more) > 0 {
+							ps[i].Keys = append([]string{ps[i].Group}, more...)
+						}
+					}
 				case k < 4:
 					ps[i].Group = fmt.Sprint("g", rand.IntN(len(groupLimits)))
+					if rand.IntN(8) == 0 {
+						// A job with several keys: it starts only when its
+						// group and r1 both allow it, and holds a slot of
+						// each.
+						ps[i].Keys = []string{ps[i].Group, rateLimits[1].Key}
+					}
 				case k < 4+len(rateLimits):
 					ps[i].Group = rateLimits[k-4].Key
 				}

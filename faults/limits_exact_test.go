@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -21,13 +22,16 @@ var faultsLimits = flag.Bool("faults.limits", false,
 // template (concurrency 5, bursts of 10, 100 starts a second; 20 in the
 // short mode) while one worker process at a time is SIGKILLed and started
 // again, and PostgreSQL itself is SIGKILLed and restarted. Waves of jobs
-// to a few hot keys make their limits bind (below). The
-// history, over the whole run, must show no key running more than 5 jobs
-// at once and none starting more than its rate allows in any one-second
-// window (history.Check's group_over and rate_over), besides the checks
-// of every scenario. The short mode (part of the default run) has 2
-// processes x 16 workers, 100 keys, one kill of each kind; with
-// -faults.limits:
+// to a few hot keys make their limits bind (below). Some jobs name a
+// second key, one of a few pools of another template (concurrency 3,
+// bursts of 3, 15 starts a second), which get more jobs than that rate:
+// a job starts only when both keys allow it. The history, over the whole
+// run, must show no key, first or second, running more than its
+// concurrency at once and none starting more than its rate allows in any
+// one-second window (history.Check's group_over and rate_over), besides
+// the checks of every scenario. The short mode (part of the default run)
+// has 2 processes x 16 workers, 100 keys, 2 pools, one kill of each kind;
+// with -faults.limits:
 //
 //	go test -run TestLimitsExact -count=1 -v -timeout 60m ./faults -args -faults.limits
 func TestLimitsExact(t *testing.T) {
@@ -37,9 +41,15 @@ func TestLimitsExact(t *testing.T) {
 	// On average the hot keys get less than their rate, so the backlog
 	// drains. Short mode: 200 jobs a second, 2 hot keys at 20 starts a
 	// second. Full: 800 a second, 4 hot keys at 100.
+	//
+	// A job names a pool as its second key with a chance of 1 in
+	// poolShare: short mode 50 jobs a second over 2 pools, full 67 over 4,
+	// against 15 a second each.
 	procs, workers, keys, hot, rate, perTick, d := 2, 16, 100, 2, 20, 10, loadFor(8*time.Second)
+	pools, poolShare := 2, 4
 	if *faultsLimits {
 		procs, workers, keys, hot, rate, perTick = 8, 64, 1000, 4, 100, 40
+		pools, poolShare = 4, 12
 		if *faultsDuration == 0 {
 			d = 10 * time.Minute
 		}
@@ -52,9 +62,24 @@ func TestLimitsExact(t *testing.T) {
 	if err := retry(r.ctx, func(ctx context.Context) error { _, err := s.PutLimit(ctx, tmpl); return err }); err != nil {
 		t.Fatal(err)
 	}
+	poolTmpl := readpast.Limit{Key: "p:*", Concurrency: 3, Rate: 15, Per: time.Second, Burst: 3}
+	if err := retry(r.ctx, func(ctx context.Context) error { _, err := s.PutLimit(ctx, poolTmpl); return err }); err != nil {
+		t.Fatal(err)
+	}
 	r.keyLimits = map[string]readpast.Limit{}
 	for i := range keys {
 		r.keyLimits[fmt.Sprint("c:", i)] = tmpl
+	}
+	poolLimits := map[string]readpast.Limit{}
+	for i := range pools {
+		r.keyLimits[fmt.Sprint("p:", i)] = poolTmpl
+		poolLimits[fmt.Sprint("p:", i)] = poolTmpl
+	}
+	r.moreKeysOf = func() []string {
+		if rand.IntN(poolShare) == 0 {
+			return []string{fmt.Sprint("p:", rand.IntN(pools))}
+		}
+		return nil
 	}
 	wave := time.Now()
 	r.keyOf = func() string {
@@ -122,22 +147,35 @@ func TestLimitsExact(t *testing.T) {
 	}
 	res := r.finish()
 	// The check proves something only where a limit bound: the busiest
-	// key must have started as many jobs in some second as its rate.
-	busiest, most := busiestSecond(res.events, r.keyLimits)
-	t.Logf("limits-exact: %d processes x %d workers, %d keys at %d/s (burst 10, concurrency 5), %v: the busiest key, %s, started %d jobs in one second",
-		procs, workers, keys, rate, d, busiest, most)
+	// key of each template must have started as many jobs in some second
+	// as its rate.
+	firsts := maps.Clone(r.keyLimits)
+	maps.DeleteFunc(firsts, func(k string, _ readpast.Limit) bool { return poolLimits[k] != readpast.Limit{} })
+	busiest, most := busiestSecond(res.events, firsts)
+	busiestPool, mostPool := busiestSecond(res.events, poolLimits)
+	t.Logf("limits-exact: %d processes x %d workers, %d keys at %d/s (burst 10, concurrency 5) and %d pools at %d/s (burst 3, concurrency 3) named by 1 job in %d, %v: the busiest key, %s, started %d jobs in one second; the busiest pool, %s, %d",
+		procs, workers, keys, rate, pools, poolTmpl.Rate, poolShare, d, busiest, most, busiestPool, mostPool)
 	if most < rate {
 		t.Errorf("no key started %d jobs (its rate) in any second: the limits never bound", rate)
+	}
+	if mostPool < poolTmpl.Rate {
+		t.Errorf("no pool started %d jobs (its rate) in any second: the pools' limits never bound", poolTmpl.Rate)
 	}
 }
 
 // busiestSecond returns the key of keys whose claims, by the time they
-// returned, fill a window of one second the most, and how many fill it.
+// returned, fill a window of one second the most, and how many fill it;
+// a claim counts for every key its job names.
 func busiestSecond(evs []history.Event, keys map[string]readpast.Limit) (string, int) {
 	at := map[string][]int64{}
 	for _, e := range evs {
-		if _, ok := keys[e.Group]; ok && e.Op == history.OpClaim && e.Ret != 0 {
-			at[e.Group] = append(at[e.Group], e.Ret)
+		if e.Op != history.OpClaim || e.Ret == 0 {
+			continue
+		}
+		for _, k := range append([]string{e.Group}, e.More...) {
+			if _, ok := keys[k]; ok {
+				at[k] = append(at[k], e.Ret)
+			}
 		}
 	}
 	var key string

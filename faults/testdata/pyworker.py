@@ -76,8 +76,11 @@ def main():
             for j in jobs:
                 with tokens_lock:
                     tokens[j.id] = j.token
-                rec(op="claim", id=j.id, tok=j.token, g=j.group or "", inv=inv, ret=ret,
-                    lease=int(lease_seconds * 1e9))
+                e = dict(op="claim", id=j.id, tok=j.token, g=j.group or "", inv=inv, ret=ret,
+                         lease=int(lease_seconds * 1e9))
+                if len(j.keys) > 1:
+                    e["mk"] = j.keys[1:]  # the keys after the first, as history.Event.More
+                rec(**e)
             return jobs
 
         def _write(self, op, job_id, token, call, lease=0):

@@ -106,6 +106,14 @@ type claimRec struct {
 	finishedAt int64
 }
 
+// keys are the keys the claimed job names: its group, then the rest.
+func (c *claimRec) keys() []string {
+	if c.Group == "" {
+		return c.More
+	}
+	return append([]string{c.Group}, c.More...)
+}
+
 type pairKey struct {
 	id    int64
 	token string
@@ -350,8 +358,9 @@ func Check(in Input) Report {
 		}
 	}
 
-	// Groups over their limits: the claims certainly holding a slot at
-	// once, each from its return to its held end.
+	// Groups (keys) over their limits: the claims certainly holding a slot
+	// at once, each from its return to its held end, on every key the job
+	// names.
 	type edge struct {
 		at    int64
 		delta int
@@ -359,10 +368,12 @@ func Check(in Input) Report {
 	}
 	perGroup := map[string][]edge{}
 	for _, c := range claims {
-		if c.Group == "" || c.held <= c.Ret {
+		if c.held <= c.Ret {
 			continue
 		}
-		perGroup[c.Group] = append(perGroup[c.Group], edge{c.Ret, 1, c}, edge{c.held, -1, c})
+		for _, g := range c.keys() {
+			perGroup[g] = append(perGroup[g], edge{c.Ret, 1, c}, edge{c.held, -1, c})
+		}
 	}
 	for g, es := range perGroup {
 		sort.Slice(es, func(i, j int) bool {
@@ -500,8 +511,10 @@ type Rate struct {
 func (r *Report) checkRates(rates map[string]Rate, claims map[pairKey]*claimRec) {
 	perKey := map[string][]*claimRec{}
 	for _, c := range claims {
-		if _, ok := rates[c.Group]; ok {
-			perKey[c.Group] = append(perKey[c.Group], c)
+		for _, k := range c.keys() {
+			if _, ok := rates[k]; ok {
+				perKey[k] = append(perKey[k], c)
+			}
 		}
 	}
 	for key, cs := range perKey {

@@ -1,8 +1,9 @@
 // Package history records what workers and producers did to a readpast
 // store, in files that several processes write, and checks the merged
 // record against the queue's promises: no acknowledged job lost, none
-// finished twice, no job held twice under a valid lease, no key (group)
-// over its concurrency or its rate, no job left running past its lease,
+// finished twice, no job held twice under a valid lease, no key (group,
+// or any later key of a job with several) over its concurrency or its
+// rate, no job left running past its lease,
 // no stale write accepted.
 //
 // Every process appends its events to a file of its own (Log), one JSON
@@ -68,6 +69,9 @@ type Event struct {
 	ID    int64  `json:"id,omitempty"`
 	Token string `json:"tok,omitempty"`
 	Group string `json:"g,omitempty"`
+	// More are the job's keys after its first (Group), on claims of jobs
+	// with several keys: each is held to its limits as the first is.
+	More []string `json:"mk,omitempty"`
 	// Inv is when the call was invoked (the instant itself for start and end).
 	Inv int64 `json:"inv"`
 	// Ret is when the call returned.

@@ -80,7 +80,11 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 		if j.Group != nil {
 			g = *j.Group
 		}
-		s.log.Add(Event{Op: OpClaim, ID: j.ID, Token: j.Token, Group: g, Inv: inv, Ret: ret, Lease: int64(lease)})
+		var more []string
+		if len(j.Keys) > 1 {
+			more = j.Keys[1:]
+		}
+		s.log.Add(Event{Op: OpClaim, ID: j.ID, Token: j.Token, Group: g, More: more, Inv: inv, Ret: ret, Lease: int64(lease)})
 	}
 	return jobs, err
 }
