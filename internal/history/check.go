@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,9 +27,10 @@ type Input struct {
 	// Final holds the state of every job the history names, read from the
 	// database once the run is over.
 	Final map[int64]Final
-	// Limits are the groups' limits; a group not named has limit 1.
+	// Limits are the keys' (groups') concurrency limits, for first keys
+	// and later keys alike; a key not named has limit 1.
 	Limits map[string]int
-	// Rates are the keys' (groups') rates; a key not named has none.
+	// Rates are the keys' rates; a key not named has none.
 	Rates map[string]Rate
 	// Edges are the flows' edges (readpast.FlowJob.After) among the jobs
 	// the history names: checked for children started early and children
@@ -106,12 +108,17 @@ type claimRec struct {
 	finishedAt int64
 }
 
-// keys are the keys the claimed job names: its group, then the rest.
+// keys are the keys the claimed job names, its group first, each once
+// (the stores refuse a key named twice; a record that repeats one still
+// holds one slot of it).
 func (c *claimRec) keys() []string {
-	if c.Group == "" {
-		return c.More
+	ks := make([]string, 0, 1+len(c.More))
+	for _, k := range append([]string{c.Group}, c.More...) {
+		if k != "" && !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
 	}
-	return append([]string{c.Group}, c.More...)
+	return ks
 }
 
 type pairKey struct {

@@ -100,3 +100,13 @@ func TestWrapRecordsLaterKeys(t *testing.T) {
 		t.Fatalf("claims recorded with later keys %v, want a: [b c] and d: none", got)
 	}
 }
+
+// TestRepeatedKeyHoldsOneSlot: a record naming a key twice (no store
+// accepts one) holds one slot of it, not two.
+func TestRepeatedKeyHoldsOneSlot(t *testing.T) {
+	b := (&h{}).enqueue(1, "a")
+	b.claimKeys("A", 1, "a", []string{"a", "a"}, 10, 11, 1000).write(OpComplete, "A", 1, "a", 100, 101, OutOK)
+	if r := check(t, b, map[int64]Final{1: succeeded("a")}, map[string]int{"a": 1}); !r.OK() {
+		t.Fatalf("one job naming a twice, limit 1: %s", r.Summary())
+	}
+}
