@@ -66,15 +66,15 @@ func TestLimitsExact(t *testing.T) {
 	if err := retry(r.ctx, func(ctx context.Context) error { _, err := s.PutLimit(ctx, poolTmpl); return err }); err != nil {
 		t.Fatal(err)
 	}
-	r.keyLimits = map[string]readpast.Limit{}
+	firstLimits, poolLimits := map[string]readpast.Limit{}, map[string]readpast.Limit{}
 	for i := range keys {
-		r.keyLimits[fmt.Sprint("c:", i)] = tmpl
+		firstLimits[fmt.Sprint("c:", i)] = tmpl
 	}
-	poolLimits := map[string]readpast.Limit{}
 	for i := range pools {
-		r.keyLimits[fmt.Sprint("p:", i)] = poolTmpl
 		poolLimits[fmt.Sprint("p:", i)] = poolTmpl
 	}
+	r.keyLimits = maps.Clone(firstLimits)
+	maps.Copy(r.keyLimits, poolLimits)
 	r.moreKeysOf = func() []string {
 		if rand.IntN(poolShare) == 0 {
 			return []string{fmt.Sprint("p:", rand.IntN(pools))}
@@ -149,9 +149,7 @@ func TestLimitsExact(t *testing.T) {
 	// The check proves something only where a limit bound: the busiest
 	// key of each template must have started as many jobs in some second
 	// as its rate.
-	firsts := maps.Clone(r.keyLimits)
-	maps.DeleteFunc(firsts, func(k string, _ readpast.Limit) bool { return poolLimits[k] != readpast.Limit{} })
-	busiest, most := busiestSecond(res.events, firsts)
+	busiest, most := busiestSecond(res.events, firstLimits)
 	busiestPool, mostPool := busiestSecond(res.events, poolLimits)
 	t.Logf("limits-exact: %d processes x %d workers, %d keys at %d/s (burst 10, concurrency 5) and %d pools at %d/s (burst 3, concurrency 3) named by 1 job in %d, %v: the busiest key, %s, started %d jobs in one second; the busiest pool, %s, %d",
 		procs, workers, keys, rate, pools, poolTmpl.Rate, poolShare, d, busiest, most, busiestPool, mostPool)
@@ -172,7 +170,7 @@ func busiestSecond(evs []history.Event, keys map[string]readpast.Limit) (string,
 		if e.Op != history.OpClaim || e.Ret == 0 {
 			continue
 		}
-		for _, k := range append([]string{e.Group}, e.More...) {
+		for _, k := range e.Keys() {
 			if _, ok := keys[k]; ok {
 				at[k] = append(at[k], e.Ret)
 			}

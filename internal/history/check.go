@@ -2,7 +2,6 @@ package history
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,19 +105,6 @@ type claimRec struct {
 	held int64
 	// finishedAt is the return of its first accepted finishing write; 0 if none.
 	finishedAt int64
-}
-
-// keys are the keys the claimed job names, its group first, each once
-// (the stores refuse a key named twice; a record that repeats one still
-// holds one slot of it).
-func (c *claimRec) keys() []string {
-	ks := make([]string, 0, 1+len(c.More))
-	for _, k := range append([]string{c.Group}, c.More...) {
-		if k != "" && !slices.Contains(ks, k) {
-			ks = append(ks, k)
-		}
-	}
-	return ks
 }
 
 type pairKey struct {
@@ -378,7 +364,7 @@ func Check(in Input) Report {
 		if c.held <= c.Ret {
 			continue
 		}
-		for _, g := range c.keys() {
+		for _, g := range c.Keys() {
 			perGroup[g] = append(perGroup[g], edge{c.Ret, 1, c}, edge{c.held, -1, c})
 		}
 	}
@@ -518,7 +504,7 @@ type Rate struct {
 func (r *Report) checkRates(rates map[string]Rate, claims map[pairKey]*claimRec) {
 	perKey := map[string][]*claimRec{}
 	for _, c := range claims {
-		for _, k := range c.keys() {
+		for _, k := range c.Keys() {
 			if _, ok := rates[k]; ok {
 				perKey[k] = append(perKey[k], c)
 			}

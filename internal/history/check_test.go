@@ -226,19 +226,26 @@ func TestStuck(t *testing.T) {
 
 // TestWrapRecordsARealRun runs the real store through Wrap and checks
 // the record: claims, completions and a stale write refused.
+// wrapSQLite opens a SQLite store in a temporary directory and wraps it
+// with a log there; the history reads back from dir/*.jsonl.
+func wrapSQLite(t *testing.T) (s *sqlite.Store, w *Store, log *Log, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	s, err := sqlite.Open(context.Background(), filepath.Join(dir, "q.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	log, err = Create(filepath.Join(dir, "a.jsonl"), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, Wrap(s, log), log, dir
+}
+
 func TestWrapRecordsARealRun(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	log, err := Create(filepath.Join(dir, "a.jsonl"), "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := Wrap(s, log)
+	s, w, log, dir := wrapSQLite(t)
 	jobs, err := w.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Group: "g"}, {Kind: "k"}})
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -84,6 +85,19 @@ type Event struct {
 	N int `json:"n,omitempty"`
 	// Err is the error a call returned, if any.
 	Err string `json:"err,omitempty"`
+}
+
+// Keys are the keys the event's job names, its group first, each once
+// (the stores refuse a key named twice; a record that repeats one still
+// holds one slot of it).
+func (e Event) Keys() []string {
+	ks := make([]string, 0, 1+len(e.More))
+	for _, k := range append([]string{e.Group}, e.More...) {
+		if k != "" && !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // Log appends one process's events to a file. It is safe for concurrent use.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
-	"github.com/readpast/readpast/sqlite"
 )
 
 // claimKeys adds a claim of a job that names keys, the first as its
@@ -63,20 +62,7 @@ func TestLaterKeyRateOver(t *testing.T) {
 // first, which the checks above count.
 func TestWrapRecordsLaterKeys(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "q.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l, err := Create(filepath.Join(dir, "p.jsonl"), "p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Wrap(st, l)
+	_, s, l, dir := wrapSQLite(t)
 	if _, err := s.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Keys: []string{"a", "b", "c"}}, {Kind: "k", Group: "d"}}); err != nil {
 		t.Fatal(err)
 	}
