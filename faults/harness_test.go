@@ -86,10 +86,10 @@ type run struct {
 
 	// keyOf, when set, names each enqueued job's key instead of the
 	// default mix of groups and rated keys; moreKeysOf, when set, the
-	// keys after it (none for most jobs); keyLimits are the limits of
-	// those keys the history is checked against too.
+	// keys after that first one (none for most jobs); keyLimits are the
+	// limits of those keys the history is checked against too.
 	keyOf      func() string
-	moreKeysOf func() []string
+	moreKeysOf func(first string) []string
 	keyLimits  map[string]readpast.Limit
 
 	mu       sync.Mutex
@@ -103,7 +103,8 @@ type run struct {
 }
 
 // faultEnd is a moment the damage ended (a database back, a worker
-// restarted), from which recovery is measured for procs (all if nil).
+// restarted), from which recovery is measured for procs (all, when none
+// was named and none was live).
 type faultEnd struct {
 	what  string
 	at    time.Time
@@ -289,10 +290,19 @@ func (r *run) fault(what string, at time.Time, procs ...string) {
 }
 
 // faultWithin records the end of some damage that processes may take up
-// to limit to recover from.
+// to limit to recover from: procs, or, when none is named, every process
+// live then (not those started later, whose first claim says nothing of
+// recovering from it).
 func (r *run) faultWithin(what string, at time.Time, limit time.Duration, procs ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(procs) == 0 {
+		for _, p := range r.procs {
+			if !p.exited() {
+				procs = append(procs, p.name)
+			}
+		}
+	}
 	r.faults = append(r.faults, faultEnd{what, at, procs, limit})
 }
 
@@ -322,7 +332,7 @@ func (r *run) enqueue(d time.Duration, n int, failing bool) {
 				case r.keyOf != nil:
 					ps[i].Group = r.keyOf()
 					if r.moreKeysOf != nil {
-						if more := r.moreKeysOf(); len(more) > 0 {
+						if more := r.moreKeysOf(ps[i].Group); len(more) > 0 {
 							ps[i].Keys = append([]string{ps[i].Group}, more...)
 						}
 					}

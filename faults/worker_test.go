@@ -34,6 +34,9 @@ type workerSpec struct {
 	Poll    time.Duration
 	// Work is the longest a handler runs (uniformly from 0).
 	Work time.Duration
+	// SlowKeys are keys whose jobs' handlers run that long exactly (the
+	// longest of the keys a job names), so that their concurrency binds.
+	SlowKeys map[string]time.Duration
 	// FailFirst fails the first attempt of jobs whose payload asks for it.
 	FailFirst bool
 	// RetryDelay is the retry policy's fixed delay.
@@ -106,9 +109,14 @@ func runWorker(ctx context.Context, spec workerSpec) error {
 	w.Handle("work", history.Handler(hl, func(ctx context.Context, job *readpast.Job) (any, error) {
 		var p payload
 		_ = json.Unmarshal(job.Payload, &p)
+		var work time.Duration
 		if spec.Work > 0 {
-			time.Sleep(rand.N(spec.Work))
+			work = rand.N(spec.Work)
 		}
+		for _, k := range job.Keys {
+			work = max(work, spec.SlowKeys[k])
+		}
+		time.Sleep(work)
 		if p.Fail && spec.FailFirst && job.Attempt == 1 {
 			return nil, fmt.Errorf("first attempt of job %d fails", job.ID)
 		}

@@ -67,6 +67,12 @@ type Report struct {
 	Unknown      int // writes whose caller got an error (outcome unknown)
 	BadLines     int // history lines that did not parse
 
+	// Peak is, for every key a claim named, the most claims certainly
+	// holding a slot of it at once (each from its return to its held
+	// end): a scenario that means its limits to bind can tell a
+	// concurrency that was reached from one that never was.
+	Peak map[string]int
+
 	// Problems describes the violations (at most 50).
 	Problems []string
 }
@@ -368,6 +374,7 @@ func Check(in Input) Report {
 			perGroup[g] = append(perGroup[g], edge{c.Ret, 1, c}, edge{c.held, -1, c})
 		}
 	}
+	r.Peak = make(map[string]int, len(perGroup))
 	for g, es := range perGroup {
 		sort.Slice(es, func(i, j int) bool {
 			if es[i].at != es[j].at {
@@ -382,6 +389,7 @@ func Check(in Input) Report {
 		n := 0
 		for _, e := range es {
 			n += e.delta
+			r.Peak[g] = max(r.Peak[g], n)
 			if e.delta > 0 && n > limit {
 				r.GroupOver++
 				r.problem("group %s: %d claims held at once at %s (limit %d), the last job %d by %s", g, n, stamp(e.at), limit, e.c.ID, e.c.Proc)

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -94,5 +95,25 @@ func TestRepeatedKeyHoldsOneSlot(t *testing.T) {
 	b.claimKeys("A", 1, "a", []string{"a", "a"}, 10, 11, 1000).write(OpComplete, "A", 1, "a", 100, 101, OutOK)
 	if r := check(t, b, map[int64]Final{1: succeeded("a")}, map[string]int{"a": 1}); !r.OK() {
 		t.Fatalf("one job naming a twice, limit 1: %s", r.Summary())
+	}
+}
+
+// TestPeakCountsEveryKey: Peak is the most claims holding a key at once,
+// on first and later keys alike, and claims one after another hold one.
+func TestPeakCountsEveryKey(t *testing.T) {
+	b := (&h{}).enqueue(1, "a").enqueue(2, "b").enqueue(3, "c").enqueue(4, "a")
+	b.claimKeys("A", 1, "a", []string{"a", "p"}, 10, 11, 1000).write(OpComplete, "A", 1, "a", 100, 101, OutOK)
+	b.claimKeys("B", 2, "b", []string{"b", "p"}, 20, 21, 1000).write(OpComplete, "B", 2, "b", 110, 111, OutOK)
+	b.claimKeys("C", 3, "c", []string{"c", "q", "p"}, 30, 31, 1000).write(OpComplete, "C", 3, "c", 120, 121, OutOK)
+	// Job 4 takes a's slot after job 1 gave it back.
+	b.claimKeys("A", 4, "d", []string{"a", "q"}, 200, 201, 1000).write(OpComplete, "A", 4, "d", 300, 301, OutOK)
+	final := map[int64]Final{1: succeeded("a"), 2: succeeded("b"), 3: succeeded("c"), 4: succeeded("d")}
+	r := check(t, b, final, map[string]int{"a": 1, "b": 1, "c": 1, "q": 1, "p": 3})
+	if !r.OK() {
+		t.Fatalf("limits hold: %s", r.Summary())
+	}
+	want := map[string]int{"a": 1, "b": 1, "c": 1, "p": 3, "q": 1}
+	if !maps.Equal(r.Peak, want) {
+		t.Fatalf("Peak = %v, want %v", r.Peak, want)
 	}
 }
