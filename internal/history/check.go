@@ -67,10 +67,11 @@ type Report struct {
 	Unknown      int // writes whose caller got an error (outcome unknown)
 	BadLines     int // history lines that did not parse
 
-	// Peak is, for every key a claim named, the most claims certainly
-	// holding a slot of it at once (each from its return to its held
-	// end): a scenario that means its limits to bind can tell a
-	// concurrency that was reached from one that never was.
+	// Peak is, for every key some claim certainly held (named by a claim
+	// whose held end came after its return), the most claims holding a
+	// slot of it at once, counted as group_over counts them: a scenario
+	// that means its limits to bind can tell a concurrency that was
+	// reached from one that never was. A key no claim held reads 0.
 	Peak map[string]int
 
 	// Problems describes the violations (at most 50).
