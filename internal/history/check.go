@@ -447,16 +447,19 @@ func Check(in Input) Report {
 func stamp(n int64) string { return Time(n).Format("15:04:05.000000") }
 
 // Resumed returns, per process, how long after since it was working
-// again: the return of its first claim call invoked after since that went
-// through and either took jobs or answered at once (within a second). A
-// long poll that waited and came back empty says nothing of when the
-// process could have claimed, and is passed over. Processes with no such
-// call are left out.
+// again: the first return after since of a claim call that went through
+// and either took jobs or answered at once (within a second). A call
+// invoked before since counts too: one that was waiting for the database
+// when the damage ended and took jobs once it was back shows the process
+// working again, and passing it over would measure the process's next
+// call instead, a long poll that may wait for work. A long poll that
+// waited and came back empty says nothing of when the process could have
+// claimed, and is passed over. Processes with no such call are left out.
 func Resumed(evs []Event, since time.Time) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	s := ns(since)
 	for _, e := range evs {
-		if e.Op != OpClaimCall || e.Out != OutOK || e.Inv < s || e.N == 0 && e.Ret-e.Inv > int64(time.Second) {
+		if e.Op != OpClaimCall || e.Out != OutOK || e.Ret < s || e.N == 0 && e.Ret-e.Inv > int64(time.Second) {
 			continue
 		}
 		d := time.Duration(e.Ret - s)
