@@ -3,6 +3,7 @@ package readpast_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,6 +26,7 @@ var (
 	benchFetch      = flag.Int("drain.fetch", 1000, "FetchLimit for BenchmarkDrain")
 	benchProducers  = flag.Int("drain.clients", 2, "clients (each with its own producer) draining at once")
 	benchTrace      = flag.Bool("drain.trace", false, "BenchmarkDrain with tracing on: every span sampled and exported through a batch processor to an exporter that drops them")
+	benchKeys       = flag.Int("drain.keys", 0, "BenchmarkDrain: jobs name one of this many keys (k:0, k:1, ...; a limit that never binds), 0 for none")
 )
 
 // benchPG is a durable PostgreSQL (fsync and synchronous_commit on) for
@@ -79,6 +81,14 @@ func benchDrain(b *testing.B, s readpast.Store) {
 	ps := make([]readpast.EnqueueParams, n)
 	for i := range ps {
 		ps[i] = readpast.EnqueueParams{Kind: "noop"}
+		if *benchKeys > 0 {
+			ps[i].Keys = []string{fmt.Sprint("k:", i%*benchKeys)}
+		}
+	}
+	if *benchKeys > 0 {
+		if _, err := s.PutLimit(ctx, readpast.Limit{Key: "k:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var tp *sdktrace.TracerProvider
 	if *benchTrace {

@@ -45,24 +45,34 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	pid := conn.Conn().PgConn().PID()
 	token := uuid.NewString()
 	st := s.claimFrom.start(p.Queues, p.Limit, time.Now())
-	var jobs []*readpast.Job
+	var (
+		jobs []*readpast.Job
+		due  string
+	)
 	if s.claimInTx.Load() {
-		jobs, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+		jobs, due, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
 	} else {
-		jobs, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
+		jobs, due, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
 		if notReadCommitted(err) {
 			// The session's default isolation is stricter than READ
 			// COMMITTED (the routine refused before doing anything):
 			// from now on every claim runs in a transaction of its own.
 			s.claimInTx.Store(true)
-			jobs, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+			jobs, due, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
 		}
 	}
 	conn.Release()
+	if err == nil && due != "" {
+		s.announceDue(due) // committed: the routine ran on its own, or in a transaction that ended
+	}
 	s.claimFrom.claimed(st, jobs)
 	s.dropIdleAfter(ctx, began, err)
 	if err != nil && outcomeUnknown(err) {
-		if uerr := s.settleClaim(ctx, pid, token, p.Lease); uerr != nil {
+		uerr := s.settleClaim(ctx, pid, token, p.Lease)
+		// It may have committed and left keys out of tokens, whose next
+		// starts only its answer listed.
+		s.announceUpcoming()
+		if uerr != nil {
 			return nil, fmt.Errorf("%w (and settling the claim failed, so its jobs, if it took any, wait for their leases to expire: %v)", err, uerr)
 		}
 	}
@@ -73,19 +83,22 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 // two more arguments say where it starts, claimfrom.go), on q
 // in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
 // with the actual parameters every time, or the routine's call, whose
-// statement each server session plans once (see routines.go).
-func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) ([]*readpast.Job, error) {
+// statement each server session plans once (see routines.go). due is the
+// "due:" payload listing the next starts of the keys the claim left out
+// of tokens, or "": the caller announces it once the claim has committed
+// (Store.announceDue).
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, due string, _ error) {
 	args := append([]any{mode, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token}, more...)
 	rows, err := q.Query(ctx, stmt, args...)
 	if err != nil {
-		return nil, opErr("claim", err)
+		return nil, "", opErr("claim", err)
 	}
 	defer rows.Close()
-	jobs, err := scanClaimed(rows, p, token)
+	jobs, due, err = scanClaimed(rows, p, token)
 	if err != nil {
-		return nil, opErr("claim", err)
+		return nil, "", opErr("claim", err)
 	}
-	return jobs, nil
+	return jobs, due, nil
 }
 
 // settleTimeout bounds the settling of a claim whose outcome is unknown.
@@ -184,5 +197,12 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err := tx.QueryRow(ctx, claimQueuesSQL, p.Queues).Scan(&p.Queues); err != nil {
 		return nil, opErr("claim", err)
 	}
-	return claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
+	jobs, due, err := claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
+	if err == nil && due != "" {
+		// No store to announce it: tx does, when it commits.
+		if _, err := tx.Exec(ctx, notifyPayloadSQL, due); err != nil {
+			return nil, opErr("claim", err)
+		}
+	}
+	return jobs, err
 }

@@ -45,18 +45,53 @@ var dueUpcomingSQL = mustStatement("due_upcoming")
 // wakes anybody for a key's next start, and by the time the answer
 // arrives it may be within dueSoon or gone.
 func (s *Store) dueUpcoming(ctx context.Context) {
+	now := time.Now()
+	for _, t := range s.upcoming(ctx) {
+		s.alarm(now, t)
+	}
+}
+
+// upcoming reads the earliest times at which pending jobs become due or
+// keys out of tokens can start (sql/due_upcoming.sql); none on failure.
+func (s *Store) upcoming(ctx context.Context) []time.Time {
 	rows, err := s.pool.Query(ctx, dueUpcomingSQL, dueAnnounceMax)
 	if err != nil {
-		return
+		return nil
 	}
 	defer rows.Close()
-	now := time.Now()
+	var out []time.Time
 	for rows.Next() {
 		var t time.Time
 		if rows.Scan(&t) == nil {
-			s.alarm(now, t)
+			out = append(out, t)
 		}
 	}
+	return out
+}
+
+// announceUpcoming announces the upcoming times (upcoming) as a claim's
+// (announceDue), for a claim whose outcome was unknown: it may have
+// committed and left keys out of tokens, marked at next starts that only
+// its answer listed. It runs in the outbox, so that the claim's caller
+// does not wait for it (the network that lost the answer may hold this
+// read too).
+func (s *Store) announceUpcoming() {
+	s.out.run(func() {
+		// One bound for the read and the NOTIFY, as for a NOTIFY alone.
+		ctx, cancel := context.WithTimeout(s.closeCtx, 5*time.Second)
+		defer cancel()
+		times := s.upcoming(ctx)
+		if len(times) == 0 {
+			return
+		}
+		now := time.Now()
+		us := make([]int64, len(times))
+		for i, t := range times {
+			s.alarm(now, t)
+			us[i] = t.UnixMicro()
+		}
+		_, _ = s.pool.Exec(ctx, notifyPayloadSQL, duePayload(us))
+	})
 }
 
 // alarm sets an alarm for a due time that the store did not write (heard
@@ -106,11 +141,12 @@ func (s *Store) dueAt(now, t time.Time, announce bool) {
 // dueAnnouncer coalesces the times a store announces into one NOTIFY per
 // notifyEvery.
 type dueAnnouncer struct {
-	send func(payload string)
+	send func(payload string) // hands one NOTIFY to be sent, without blocking
 
 	mu      sync.Mutex
 	times   []int64 // Unix microseconds, sorted, at most dueAnnounceMax
 	pending bool    // a send is scheduled
+	timer   *time.Timer
 }
 
 // add announces t with the next NOTIFY.
@@ -130,15 +166,28 @@ func (d *dueAnnouncer) add(t time.Time) {
 	}
 	if !d.pending {
 		d.pending = true
-		time.AfterFunc(notifyEvery, d.flush)
+		d.timer = time.AfterFunc(notifyEvery, d.flush)
 	}
 }
 
+// flush sends the times gathered, if any: at the end of the window, or
+// at once (Store.Close).
 func (d *dueAnnouncer) flush() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
 	times := d.times
 	d.times, d.pending = nil, false
-	d.mu.Unlock()
+	if len(times) > 0 {
+		d.send(duePayload(times)) // under d.mu, as notifier.fire
+	}
+}
+
+// duePayload is the payload of a NOTIFY listing times (Unix
+// microseconds).
+func duePayload(times []int64) string {
 	var b strings.Builder
 	b.WriteString(duePrefix)
 	for i, us := range times {
@@ -147,7 +196,7 @@ func (d *dueAnnouncer) flush() {
 		}
 		b.WriteString(strconv.FormatInt(us, 10))
 	}
-	d.send(b.String())
+	return b.String()
 }
 
 // duePrefix starts the payload of a NOTIFY readpast that lists times.
@@ -167,20 +216,45 @@ func (s *Store) sendDue(payload string) {
 // heardDue sets alarms for the times a NOTIFY's payload lists, and
 // reports whether it was such a payload.
 func (s *Store) heardDue(payload string) bool {
+	now := time.Now()
+	// Soon or past ones too: a claim announces the next start of a key it
+	// left out of tokens, which no write wakes anybody for, and the
+	// NOTIFY may come after it.
+	return eachDue(payload, func(t time.Time) { s.alarm(now, t) })
+}
+
+// announceDue takes the payload a claim returned, once the claim has
+// committed: the next starts of the keys it left out of tokens, which no
+// write wakes anybody for. This store's claimers get alarms for them, and
+// other processes hear them in a NOTIFY sent at once, whether or not this
+// store listens. The claim
+// does not notify itself: a transaction that notifies holds PostgreSQL's
+// notify lock, which serializes the commits of every transaction that
+// notifies, until its commit is flushed, and claims that left keys out of
+// tokens and completions that freed slots queued there and on the key
+// rows they held (docs/design/flow-control.md).
+//
+// The payload is sent as the claim wrote it (its earliest 256 times), in
+// a NOTIFY of its own: merged with other claims' in dueAnnouncer's window
+// it would be cut to that window's earliest 256.
+func (s *Store) announceDue(payload string) {
+	now := time.Now()
+	if eachDue(payload, func(t time.Time) { s.alarm(now, t) }) {
+		s.out.run(func() { s.sendDue(payload) })
+	}
+}
+
+// eachDue calls f with each time a "due:" payload lists, and reports
+// whether payload was one.
+func eachDue(payload string, f func(time.Time)) bool {
 	list, ok := strings.CutPrefix(payload, duePrefix)
 	if !ok {
 		return false
 	}
-	now := time.Now()
-	for f := range strings.SplitSeq(list, ",") {
-		us, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			continue
+	for field := range strings.SplitSeq(list, ",") {
+		if us, err := strconv.ParseInt(field, 10, 64); err == nil {
+			f(time.UnixMicro(us))
 		}
-		// Soon or past ones too: a claim announces the next start of a
-		// key it left out of tokens, which no write wakes anybody for,
-		// and the NOTIFY may come after it.
-		s.alarm(now, time.UnixMicro(us))
 	}
 	return true
 }

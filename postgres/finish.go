@@ -140,22 +140,23 @@ func explain(ctx context.Context, q querier, b batch, done map[int64]string, err
 }
 
 // complete runs stmt, sql/complete.sql or its routine
-// (completeRoutine.call), on q in mode, as claim does.
+// (completeRoutine.call), on q in mode, as claim does; notify says
+// whether the statement sends the NOTIFY that wakes other processes'
+// claimers for the slots it frees itself (inside a caller's transaction)
+// or leaves it to the caller.
 //
-// It reports whether a job it completed was a flow's parent: its
-// children may be pending now, ahead of a claim position.
-func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, cs []readpast.Completion) ([]error, bool, error) {
-	errs := make([]error, len(cs))
+// It reports whether a job it completed was a flow's parent (its
+// children may be pending now, ahead of a claim position), and whether
+// it freed a key's slot.
+func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, cs []readpast.Completion, notify bool) (errs []error, parents, freed bool, _ error) {
+	errs = make([]error, len(cs))
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
 	}
 	entry := func(i int) (int64, string) { return cs[i].ID, cs[i].Token }
 	first := storekit.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
 	b, malformed := newBatch(first, entry)
-	var (
-		done    map[int64]string
-		parents bool
-	)
+	var done map[int64]string
 	if len(b.ids) > 0 {
 		results := make([]*string, len(b.idx))
 		for k, i := range b.idx {
@@ -164,20 +165,22 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 				results[k] = &str
 			}
 		}
-		var err error
-		done, parents, err = completedOn(q.Query(ctx, stmt, mode, b.ids, b.uuids, results))
+		rows, err := q.Query(ctx, stmt, mode, b.ids, b.uuids, results, notify)
+		var flags []bool
+		done, flags, err = flaggedOn(rows, err, 2)
 		if err != nil {
-			return nil, false, opErr("complete", err)
+			return nil, false, false, opErr("complete", err)
 		}
+		parents, freed = flags[0], flags[1]
 		if err := explain(ctx, q, b, done, errs, true); err != nil {
-			return nil, false, opErr("complete", err)
+			return nil, false, false, opErr("complete", err)
 		}
 	}
 	if err := explain(ctx, q, malformed, nil, errs, false); err != nil {
-		return nil, false, opErr("complete", err)
+		return nil, false, false, opErr("complete", err)
 	}
 	storekit.SettleRepeats(errs, first, true)
-	return errs, parents, nil
+	return errs, parents, freed, nil
 }
 
 // Complete finishes running jobs as succeeded in one statement. An entry
@@ -189,15 +192,22 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 		return nil, nil
 	}
 	began := time.Now()
-	parents := false
+	parents, freed := false, false
 	errs, err := withRoutines(ctx, s, func() ([]error, error) {
 		return retryDeadlock(ctx, func() ([]error, error) {
-			errs, p, err := complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs)
-			parents = p
+			errs, p, f, err := complete(ctx, s.pool, s.routineMode, completeRoutine.call, cs, false)
+			parents, freed = p, f
 			return errs, err
 		})
 	})
 	s.dropIdleAfter(ctx, began, err)
+	if freed || err != nil {
+		// Other processes' claimers learn of the slots from a NOTIFY sent
+		// after the commit, not in it (notify.go); after an error too,
+		// since the statement may have committed (its answer lost, or a
+		// later read failed).
+		s.notify.trail()
+	}
 	if parents {
 		// Children released, maybe ahead of a claim position: the next
 		// claims are full ones, then the claimers wake (also where no
@@ -219,7 +229,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // tx's snapshot only, and a job that joined the group meanwhile can wait
 // for the group's next event (docs/design/groups.md, "Concurrency groups").
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
-	errs, parents, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c})
+	errs, parents, _, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c}, true)
 	if err != nil {
 		return err
 	}
@@ -253,9 +263,13 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	errs, err := retryDeadlock(ctx, func() ([]error, error) {
 		errs := make([]error, len(fs))
 		if len(b.ids) > 0 {
-			done, err := actedOn(s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids, msgs, stacks, retryAt, discard))
+			rows, err := s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids, msgs, stacks, retryAt, discard)
+			done, wake, err := flaggedOn(rows, err, 1)
 			if err != nil {
 				return nil, opErr("fail", err)
+			}
+			if wake[0] {
+				s.notify.trail() // after the commit, not in it (notify.go)
 			}
 			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
 				return nil, opErr("fail", err)
@@ -269,6 +283,9 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		return errs, nil
 	})
 	s.dropIdleAfter(ctx, began, err)
+	if err != nil {
+		s.notify.trail() // the statement may have committed (as Complete)
+	}
 	return errs, err
 }
 

@@ -49,46 +49,38 @@ func collectJobs(rows pgx.Rows) ([]*readpast.Job, error) {
 	return scanJobs(rows)
 }
 
-// actedOn collects the (id, token) rows a Complete or Fail statement
-// returns for the entries that acted: the token each job acted under, by
-// id (a statement acts on a job once at most: one row per id).
-func actedOn(rows pgx.Rows, err error) (map[int64]string, error) {
+// flaggedOn collects the rows a Complete or Fail statement returns for
+// the entries that acted: the token each job acted under, by id (a
+// statement acts on a job once at most: one row per id), and the n flags
+// each row carries after them (sql/complete.sql: whether the job was a
+// flow's parent, whether the statement freed a key's slot; sql/fail.sql:
+// whether claimers should be woken). raised[k] reports whether some row
+// set flag k.
+func flaggedOn(rows pgx.Rows, err error, n int) (set map[int64]string, raised []bool, _ error) {
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	set := map[int64]string{}
+	set, raised = map[int64]string{}, make([]bool, n)
+	flags := make([]bool, n)
+	var (
+		id    int64
+		token string
+	)
+	dest := []any{&id, &token}
+	for k := range flags {
+		dest = append(dest, &flags[k])
+	}
 	for rows.Next() {
-		var id int64
-		var token string
-		if err := rows.Scan(&id, &token); err != nil {
-			return nil, err
+		if err := rows.Scan(dest...); err != nil {
+			return nil, nil, err
 		}
 		set[id] = token
-	}
-	return set, rows.Err()
-}
-
-// completedOn is actedOn for the completion statement, which also says
-// whether any job it completed was a flow's parent.
-func completedOn(rows pgx.Rows, err error) (map[int64]string, bool, error) {
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	set := map[int64]string{}
-	parents := false
-	for rows.Next() {
-		var id int64
-		var token string
-		var parent bool
-		if err := rows.Scan(&id, &token, &parent); err != nil {
-			return nil, false, err
+		for k, f := range flags {
+			raised[k] = raised[k] || f
 		}
-		set[id] = token
-		parents = parents || parent
 	}
-	return set, parents, rows.Err()
+	return set, raised, rows.Err()
 }
 
 // retryDeadlock runs f again when PostgreSQL aborted it as a deadlock

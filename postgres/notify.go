@@ -7,7 +7,11 @@ import (
 )
 
 // notifyEvery is how often at most Store.Enqueue sends the wake-up
-// (NOTIFY readpast) that other processes' workers listen for.
+// (NOTIFY readpast) that other processes' workers listen for. Completions
+// and failures that free a key's slot or make a job pending leave theirs
+// to the trailing NOTIFY too (Store.Complete, Store.Fail), as claims leave
+// the next starts of keys out of tokens to the dueAnnouncer: none of them
+// notifies inside its statement.
 //
 // A transaction that notifies takes PostgreSQL's database-wide notify
 // lock at commit, so producers that each enqueue one job at a time, each
@@ -25,11 +29,12 @@ const notifyEvery = 5 * time.Millisecond
 // that covers the others.
 type notifier struct {
 	every time.Duration
-	send  func() // sends one NOTIFY readpast
+	send  func() // hands one NOTIFY readpast to be sent, without blocking
 
 	mu      sync.Mutex
-	last    time.Time // when the last NOTIFY was sent, or decided on
-	pending bool      // a trailing NOTIFY is scheduled and not yet begun
+	last    time.Time   // when the last NOTIFY was sent, or decided on
+	pending bool        // a trailing NOTIFY is scheduled and not yet begun
+	timer   *time.Timer // the trailing NOTIFY's, while pending
 }
 
 // due reports whether an enqueue about to run should notify in its own
@@ -57,14 +62,84 @@ func (n *notifier) trail() {
 		return
 	}
 	n.pending = true
-	time.AfterFunc(max(n.every-time.Since(n.last), 0), func() {
-		n.mu.Lock()
-		n.pending = false
-		n.last = time.Now()
-		n.mu.Unlock()
-		n.send()
-	})
+	n.timer = time.AfterFunc(max(n.every-time.Since(n.last), 0), n.fire)
 }
+
+// fire sends the trailing NOTIFY, unless flush sent it. send is called
+// holding n.mu (it only hands the NOTIFY to the store's outbox), so that
+// a flush that finds nothing pending comes after it.
+func (n *notifier) fire() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.pending {
+		return
+	}
+	n.pending = false
+	n.last = time.Now()
+	n.send()
+}
+
+// flush sends the trailing NOTIFY now if one is scheduled (Store.Close:
+// the wake-ups of a store's last writes are not left to a timer that
+// fires after the store closed).
+func (n *notifier) flush() {
+	n.mu.Lock()
+	if n.timer != nil {
+		n.timer.Stop()
+	}
+	n.mu.Unlock()
+	n.fire()
+}
+
+// outbox runs the NOTIFYs a store sends once the statements they announce
+// have committed, each in a goroutine of its own, and lets Store.Close
+// wait for them.
+type outbox struct {
+	mu      sync.Mutex
+	closed  bool
+	running sync.WaitGroup
+}
+
+// run runs send in a goroutine of its own, unless the store is closing.
+func (o *outbox) run(send func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.running.Add(1)
+	go func() {
+		defer o.running.Done()
+		send()
+	}()
+}
+
+// close runs no more sends and waits up to wait for those running; it
+// reports whether they all ended.
+func (o *outbox) close(wait time.Duration) bool {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		o.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// wait waits for the sends running, once close has been called.
+func (o *outbox) wait() { o.running.Wait() }
+
+// closeSendWait bounds how long Store.Close waits for the wake-ups still
+// being sent before it cancels them: a database that does not answer must
+// not hold a stopping process for the sends' own timeouts.
+const closeSendWait = time.Second
 
 // notifySQL wakes the workers of every process listening on readpast.
 const notifySQL = "SELECT pg_notify('readpast', '')"

@@ -61,7 +61,7 @@ type routine struct {
 var (
 	claimRoutine = mustRoutine("claim", "$1::text[], $2::text, $3::bigint, $4::bigint, $5::uuid, $6::integer, $7::timestamptz",
 		map[string]string{"Queues": claimQueuesSQL, "Body": claimSQL, "Ungrouped": claimUngroupedSQL, "UngroupedFrom": claimUngroupedFromSQL})
-	completeRoutine = mustRoutine("complete", "$1::bigint[], $2::uuid[], $3::jsonb[]",
+	completeRoutine = mustRoutine("complete", "$1::bigint[], $2::uuid[], $3::jsonb[], $4::boolean",
 		map[string]string{"Body": completeSQL})
 
 	routines = []routine{claimRoutine, completeRoutine}

@@ -70,14 +70,17 @@ func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int64, error) {
-		vals, err := r.Values()
+	var ids []int64
+	for rows.Next() {
+		vals, err := rows.Values()
 		if err != nil {
-			return 0, err
+			t.Fatal(err)
 		}
-		return vals[0].(int64), nil
-	})
-	if err != nil {
+		if id, ok := vals[0].(int64); ok { // not the row of keys' next starts (id NULL)
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -87,7 +90,7 @@ func callClaim(ctx context.Context, t *testing.T, q querier, queue string, limit
 // with their tokens and returns how many completed.
 func callComplete(ctx context.Context, t *testing.T, q querier, ids []int64, toks []string) int {
 	t.Helper()
-	rows, err := q.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)))
+	rows, err := q.Query(ctx, postgres.CompleteCall, ids, toks, make([]*string, len(ids)), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/readpast/readpast"
 )
 
@@ -64,14 +66,15 @@ func (js *jobScanner) scan(r scanner, extra ...any) (*readpast.Job, error) {
 	return out, nil
 }
 
-// scanClaim reads one row of a claim (the claim_result fragment) into j:
-// the columns that differ from job to job. scanClaimed sets the rest.
+// scanClaim reads one job's row of a claim (the claim_result fragment)
+// into j: the columns that differ from job to job. scanClaimed sets the
+// rest.
 func (js *jobScanner) scanClaim(r scanner, j *readpast.Job) error {
 	*js = jobScanner{dest: js.dest[:0]}
 	s := &js.j
 	js.dest = append(js.dest[:0], &s.ID, &s.Queue, &s.Kind, &js.payload, &s.Priority, &s.Attempt, &s.MaxAttempts,
 		&s.RunAt, &js.group, &s.CreatedAt, &s.StartedAt, &js.errs, &js.uniqueKey, &s.UniqueUntil, &js.tags, &s.Snoozes,
-		&js.traceparent, &js.tracestate, &js.moreKeys)
+		&js.traceparent, &js.tracestate, &js.moreKeys, nil) // due: NULL on a job's row
 	if err := r.Scan(js.dest...); err != nil {
 		return err
 	}
@@ -145,29 +148,34 @@ const claimChunk = 64
 // the claim_result fragment) and sets what the claim set on every job
 // alike, which the rows leave out: state running, the token, the worker,
 // and the lease from the claim's time. Jobs are allocated claimChunk at a
-// time rather than one by one.
-func scanClaimed(rows jobRows, p readpast.ClaimParams, token string) ([]*readpast.Job, error) {
+// time rather than one by one. due is the payload of the row that lists
+// the next starts of the keys the claim left out of tokens (a row whose
+// id is NULL; claim_result_due), or "".
+func scanClaimed(rows pgx.Rows, p readpast.ClaimParams, token string) (jobs []*readpast.Job, due string, err error) {
 	var (
-		jobs  []*readpast.Job
 		js    jobScanner
 		chunk []readpast.Job
 	)
 	lease := time.Duration(p.Lease.Microseconds()) * time.Microsecond // as the statement reckons it
 	for rows.Next() {
+		if raw := rows.RawValues(); len(raw) > 0 && raw[0] == nil {
+			due = string(raw[len(raw)-1]) // text: the same bytes in either format
+			continue
+		}
 		if len(chunk) == 0 {
 			chunk = make([]readpast.Job, min(claimChunk, max(p.Limit-len(jobs), 1)))
 		}
 		j := &chunk[0]
 		chunk = chunk[1:]
 		if err := js.scanClaim(rows, j); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if j.StartedAt == nil {
-			return nil, fmt.Errorf("claimed job %d: no started_at", j.ID)
+			return nil, "", fmt.Errorf("claimed job %d: no started_at", j.ID)
 		}
 		until := j.StartedAt.Add(lease)
 		j.State, j.Token, j.Worker, j.LeaseExpiresAt = readpast.StateRunning, token, p.Worker, &until
 		jobs = append(jobs, j)
 	}
-	return jobs, rows.Err()
+	return jobs, due, rows.Err()
 }

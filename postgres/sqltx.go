@@ -53,11 +53,13 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		result = &r
 	}
 	var (
-		id     int64
-		token  string
-		parent bool
+		id            int64
+		token         string
+		parent, freed bool
 	)
-	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}).Scan(&id, &token, &parent)
+	// The statement notifies for the slots it frees: the store does not
+	// see the caller's commit.
+	err := tx.QueryRowContext(ctx, completeSQL, []int64{c.ID}, []string{tok}, []*string{result}, true).Scan(&id, &token, &parent, &freed)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Explain from outside the caller's transaction: the job's state
 		// as others committed it.

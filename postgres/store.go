@@ -91,6 +91,7 @@ type Store struct {
 
 	due    *wake.Alarm  // wakes claimers when jobs written for later become due (due.go)
 	dueOut dueAnnouncer // tells other processes those times
+	out    outbox       // the NOTIFYs sent after commits, which Close waits for (notify.go)
 }
 
 var (
@@ -187,11 +188,11 @@ func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(), backlog: make(chan struct{}, 1),
 		hotMode:     hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 		routineMode: routineExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
-	s.notify = &notifier{every: notifyEvery, send: s.sendNotify}
+	s.notify = &notifier{every: notifyEvery, send: func() { s.out.run(s.sendNotify) }}
 	s.enq = &enqueuer{write: s.insert}
 	s.claimFrom.wake = s.hub.Broadcast
 	s.due = wake.NewAlarm(s.pendingAgain)
-	s.dueOut.send = s.sendDue
+	s.dueOut.send = func(payload string) { s.out.run(func() { s.sendDue(payload) }) }
 	return s
 }
 
@@ -208,9 +209,21 @@ func hotExecMode(def pgx.QueryExecMode) pgx.QueryExecMode {
 // Pool returns the store's connection pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close stops the listener, closes every Subscribe channel, and closes the
-// pool if the store opened it.
+// Close sends the wake-ups of the store's last writes that were still to
+// be sent (waiting up to a second for them), stops the listener, closes
+// every Subscribe channel, and closes the pool if the store opened it.
+// The store must not be used after Close, nor while it runs: a write
+// that commits meanwhile may leave other processes' workers to their
+// poll, as one whose process is killed after its commit does.
 func (s *Store) Close() error {
+	// The wake-ups of the last writes, which other processes would
+	// otherwise find only at their poll.
+	s.notify.flush()
+	s.dueOut.flush()
+	if !s.out.close(closeSendWait) {
+		s.close() // cancels them
+		s.out.wait()
+	}
 	s.close()
 	s.due.Stop()
 	s.hub.Close()

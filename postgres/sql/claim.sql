@@ -123,9 +123,13 @@
 --   before its turn (for a key whose turn this claim moved, the start of
 --   this claim's transaction: a claim that began before this one's clock
 --   read, and reads this mark, counts it as due); so a key out of tokens
---   costs no claim anything until then; wake announces those times
---   (the earliest 256, "due:" as for jobs enqueued for later) so that
---   every process's claimers wake for each. Marks of jobs not yet due
+--   costs no claim anything until then; due lists those times (the
+--   earliest 256, "due:" as for jobs enqueued for later) in a row of its
+--   own after the jobs (claim_result_due), which the store announces once
+--   the claim has committed (postgres/due.go), so that every process's
+--   claimers wake for each; a NOTIFY sent here would hold PostgreSQL's
+--   notify lock, which serializes the commits of every transaction that
+--   notifies, through this claim's commit. Marks of jobs not yet due
 --   stay: nobody else would mark those jobs when they come due. A job
 --   passed over for a full later key is not marked when its first key
 --   started nothing in this claim (the key waits on the full key's row,
@@ -427,8 +431,8 @@ left_heads AS (
       AND (h.group_key IN (SELECT group_key FROM firsts)
            OR h.id <> ALL (ARRAY(SELECT id FROM blocked WHERE why = 'full')))
 ),
-wake AS (
-    SELECT pg_notify('readpast', 'due:' || string_agg(t::text, ',' ORDER BY t))
+due AS (
+    SELECT 'due:' || string_agg(t::text, ',' ORDER BY t) AS payload
     FROM (
         SELECT DISTINCT (extract(epoch FROM run_at) * 1000000)::bigint AS t
         FROM left_heads
@@ -442,7 +446,6 @@ announced AS (
     INSERT INTO readpast_group_ready (queue, priority, run_at, job_id, group_key)
     SELECT DISTINCT ON (h.group_key, h.queue) h.queue, h.priority, h.run_at, h.id, h.group_key
     FROM left_heads h
-    WHERE (SELECT count(*) FROM wake) >= 0
     ORDER BY h.group_key, h.queue, h.priority, h.run_at, h.id
 )
-{{template "claim_result"}};
+{{template "claim_result_due"}};

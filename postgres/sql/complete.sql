@@ -3,9 +3,14 @@
 -- token) pair once, sorted by id, so job rows are locked in id order;
 -- group slots are then freed and the groups' next jobs marked (the
 -- free_slots fragment: job rows first, then group rows in key order).
--- Returns the ids that completed, their tokens, and whether each was a
+-- Returns the ids that completed, their tokens, whether each was a
 -- flow's parent (its children may have been released: the store then
--- makes its next claims full ones and wakes its claimers).
+-- makes its next claims full ones and wakes its claimers), and whether
+-- the statement freed a slot of a key (freed, on every row), for which
+-- other processes' claimers are woken: by the NOTIFY this statement sends
+-- when $4 is set (inside a caller's transaction, whose commit the store
+-- does not see), else by one the store sends once the statement has
+-- committed (postgres/notify.go).
 WITH input AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::jsonb[]) AS t(id, token, result)
 ),
@@ -56,6 +61,7 @@ ending AS (
 ),
 {{template "release_keys"}},
 notified AS (
-    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f
+    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM freed LIMIT 1) f WHERE $4::boolean
 )
-SELECT id, token::text, has_children FROM done WHERE (SELECT count(*) FROM notified) >= 0;
+SELECT id, token::text, has_children, EXISTS (SELECT 1 FROM freed)
+FROM done WHERE (SELECT count(*) FROM notified) >= 0;

@@ -4,7 +4,11 @@
 -- to errors either way. The caller sends each (id, token) pair once, sorted
 -- by id; group slots are freed, retried grouped jobs get a ready mark, and
 -- the groups' next jobs are marked (free_slots). Returns the ids that
--- changed.
+-- changed, and for each whether other processes' claimers should be
+-- woken (a job pending again, or a key's slot freed): the store sends
+-- that NOTIFY once the statement has committed (postgres/notify.go), so
+-- that this transaction does not hold PostgreSQL's notify lock through
+-- its commit.
 WITH input AS (
     SELECT *
     FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
@@ -33,9 +37,5 @@ retried AS (
     WHERE j.id = t.id AND t.retry
     RETURNING j.id, j.queue, j.priority, j.run_at, j.group_key
 ),
-{{template "settle_failed" "target"}},
-notified AS (
-    SELECT pg_notify('readpast', '')
-    FROM (SELECT 1 FROM target WHERE retry OR group_key IS NOT NULL LIMIT 1) f
-)
-SELECT id, token::text FROM target WHERE (SELECT count(*) FROM notified) >= 0;
+{{template "settle_failed" "target"}}
+SELECT id, token::text, retry OR group_key IS NOT NULL FROM target;

@@ -46,10 +46,25 @@ knows already: six columns fewer than a Job row (sql/get.sql); and the
 job's creation context (traceparent, tracestate), which get.sql lacks. With
 them, and a job allocated at a time, reading a claim's rows was 18% of
 the client's CPU in a 1000-worker drain; without, 9% (docs/benchmarks.md).
-*/}}{{define "claim_result"}}
+
+
+Its last column, due, is NULL on every job's row. claim_result_due
+(claim.sql, which expects a CTE due (payload text) of at most one row)
+adds a row whose columns are all NULL but due: the "due:" payload that
+lists the next starts of the keys the claim left out of tokens, which
+the store announces once the claim has committed (scanClaimed).
+*/}}{{define "claim_columns"}}
 SELECT id, queue, kind, payload, priority, attempt, max_attempts, run_at,
        group_key, created_at, started_at, errors, unique_key, unique_until,
-       array_to_string(tags, ' '), snoozes, traceparent, tracestate, array_to_string(more_keys, ' ')
+       array_to_string(tags, ' '), snoozes, traceparent, tracestate, array_to_string(more_keys, ' '),
+       NULL::text AS due
 FROM claimed
-WHERE readpast_stall('claim.end', id)
+WHERE readpast_stall('claim.end', id){{end}}{{define "claim_result"}}
+{{- template "claim_columns"}}
+ORDER BY priority, run_at, id{{end}}{{define "claim_result_due"}}
+{{- template "claim_columns"}}
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, payload
+FROM due
 ORDER BY priority, run_at, id{{end}}

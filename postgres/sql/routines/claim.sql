@@ -1,5 +1,6 @@
-{{/* The claim routine: its parameters, the claimed jobs in claim order,
-and its body. When no group of the queues $1 has a due ready mark, the
+{{/* The claim routine: its parameters, the claimed jobs in claim order
+(and the row that lists the next starts of keys left out of tokens:
+sql/fragments/claim_jobs.sql), and its body. When no group of the queues $1 has a due ready mark, the
 claim's group branches would find nothing: it sends the ungrouped branch
 alone (sql/claim_ungrouped.sql, a plan of 28 nodes instead of
 sql/claim.sql's 91), and sql/claim.sql otherwise. The check reads the
@@ -20,7 +21,7 @@ RETURNS TABLE (
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
     created_at timestamptz, started_at timestamptz, errors jsonb,
     unique_key text, unique_until timestamptz, tags text, snoozes integer,
-    traceparent text, tracestate text, more_keys text){{end}}
+    traceparent text, tracestate text, more_keys text, due text){{end}}
 {{define "declare"}}DECLARE
     kept_queues ALIAS FOR $1;
 {{end}}{{define "body"}}IF current_setting('transaction_isolation') <> 'read committed' THEN

@@ -1,3 +1,4 @@
 {{/* The completion routine (sql/complete.sql): its parameters, and the
-ids and tokens completed, and whether each was a flow's parent. */}}{{define "signature"}}(bigint[], uuid[], jsonb[])
-RETURNS TABLE (id bigint, token text, parent boolean){{end}}
+ids and tokens completed, whether each was a flow's parent, and whether
+the statement freed a key's slot. */}}{{define "signature"}}(bigint[], uuid[], jsonb[], boolean)
+RETURNS TABLE (id bigint, token text, parent boolean, freed boolean){{end}}
