@@ -37,6 +37,7 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 
 // claim is Claim on the claim routine.
 func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.Job, error) {
+	defer s.out.enter()() // Close waits for the announcement of what it commits
 	began := time.Now()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {

@@ -227,12 +227,12 @@ func (s *Store) heardDue(payload string) bool {
 // committed: the next starts of the keys it left out of tokens, which no
 // write wakes anybody for. This store's claimers get alarms for them, and
 // other processes hear them in a NOTIFY sent at once, whether or not this
-// store listens. The claim
-// does not notify itself: a transaction that notifies holds PostgreSQL's
-// notify lock, which serializes the commits of every transaction that
-// notifies, until its commit is flushed, and claims that left keys out of
-// tokens and completions that freed slots queued there and on the key
-// rows they held (docs/design/flow-control.md).
+// store listens. The claim does not notify itself: a transaction that
+// notifies holds PostgreSQL's notify lock, which serializes the commits
+// of every transaction that notifies, until its commit is flushed, and
+// claims that left keys out of tokens and completions that freed slots
+// queued there and on the key rows they held (docs/design/enqueue.md,
+// "Wake-ups").
 //
 // The payload is sent as the claim wrote it (its earliest 256 times), in
 // a NOTIFY of its own: merged with other claims' in dueAnnouncer's window

@@ -191,6 +191,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
+	defer s.out.enter()() // Close waits for the wake-up of what it commits
 	began := time.Now()
 	parents, freed := false, false
 	errs, err := withRoutines(ctx, s, func() ([]error, error) {
@@ -206,7 +207,7 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 		// after the commit, not in it (notify.go); after an error too,
 		// since the statement may have committed (its answer lost, or a
 		// later read failed).
-		s.notify.trail()
+		s.wakeOthers()
 	}
 	if parents {
 		// Children released, maybe ahead of a claim position: the next
@@ -246,6 +247,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
+	defer s.out.enter()() // Close waits for the wake-up of what it commits
 	began := time.Now()
 	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
 	first := storekit.FirstPairs(len(fs), entry, func(int) bool { return false })
@@ -269,7 +271,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 				return nil, opErr("fail", err)
 			}
 			if wake[0] {
-				s.notify.trail() // after the commit, not in it (notify.go)
+				s.wakeOthers() // after the commit, not in it (notify.go)
 			}
 			if err := explain(ctx, s.pool, b, done, errs, false); err != nil {
 				return nil, opErr("fail", err)
@@ -284,7 +286,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	})
 	s.dropIdleAfter(ctx, began, err)
 	if err != nil {
-		s.notify.trail() // the statement may have committed (as Complete)
+		s.wakeOthers() // the statement may have committed (as Complete)
 	}
 	return errs, err
 }

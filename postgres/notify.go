@@ -91,55 +91,16 @@ func (n *notifier) flush() {
 	n.fire()
 }
 
-// outbox runs the NOTIFYs a store sends once the statements they announce
-// have committed, each in a goroutine of its own, and lets Store.Close
-// wait for them.
-type outbox struct {
-	mu      sync.Mutex
-	closed  bool
-	running sync.WaitGroup
-}
-
-// run runs send in a goroutine of its own, unless the store is closing.
-func (o *outbox) run(send func()) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return
-	}
-	o.running.Add(1)
-	go func() {
-		defer o.running.Done()
-		send()
-	}()
-}
-
-// close runs no more sends and waits up to wait for those running; it
-// reports whether they all ended.
-func (o *outbox) close(wait time.Duration) bool {
-	o.mu.Lock()
-	o.closed = true
-	o.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		o.running.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return true
-	case <-time.After(wait):
-		return false
+// wakeOthers wakes other processes' claimers for a write that committed
+// without notifying (a completion or failure that freed a slot or made a
+// job pending): by the next trailing NOTIFY, or at once once Close began,
+// which waits for the calls in flight but not for their timers.
+func (s *Store) wakeOthers() {
+	s.notify.trail()
+	if s.out.closingNow() {
+		s.notify.flush()
 	}
 }
-
-// wait waits for the sends running, once close has been called.
-func (o *outbox) wait() { o.running.Wait() }
-
-// closeSendWait bounds how long Store.Close waits for the wake-ups still
-// being sent before it cancels them: a database that does not answer must
-// not hold a stopping process for the sends' own timeouts.
-const closeSendWait = time.Second
 
 // notifySQL wakes the workers of every process listening on readpast.
 const notifySQL = "SELECT pg_notify('readpast', '')"

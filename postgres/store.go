@@ -210,21 +210,22 @@ func hotExecMode(def pgx.QueryExecMode) pgx.QueryExecMode {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Close sends the wake-ups of the store's last writes that were still to
-// be sent (waiting up to a second for them), stops the listener, closes
-// every Subscribe channel, and closes the pool if the store opened it.
-// The store must not be used after Close, nor while it runs: a write
-// that commits meanwhile may leave other processes' workers to their
-// poll, as one whose process is killed after its commit does.
+// be sent, waiting up to a second for them and for the claims,
+// completions and failures in flight, stops the listener, closes every
+// Subscribe channel, and closes the pool if the store opened it. The
+// store must not be used once Close began: a write that does may leave
+// other processes' workers to their poll, as one whose process is killed
+// after its commit does.
 func (s *Store) Close() error {
 	// The wake-ups of the last writes, which other processes would
 	// otherwise find only at their poll.
+	flushed := s.out.beginClose()
 	s.notify.flush()
 	s.dueOut.flush()
-	if !s.out.close(closeSendWait) {
-		s.close() // cancels them
-		s.out.wait()
-	}
-	s.close()
+	flushed()
+	s.out.close(closeSendWait)
+	s.close() // cancels the sends still running
+	s.out.waitSends()
 	s.due.Stop()
 	s.hub.Close()
 	if s.ownPool {

@@ -305,7 +305,15 @@ func advStress(t *testing.T, churn bool) {
 						fail("prune groups: %v", err)
 					}
 				case op < 19:
+					// BEGIN IMMEDIATE can meet SQLITE_BUSY while another
+					// connection checkpoints, as the checker's read can
+					// (advKeyCounts); the store's own writes retry it, and
+					// so does this caller's transaction.
 					tx, err := s.DB().BeginTx(ctx, nil)
+					for retry := time.Now().Add(10 * time.Second); err != nil && IsUnavailable(err) && time.Now().Before(retry); {
+						time.Sleep(5 * time.Millisecond)
+						tx, err = s.DB().BeginTx(ctx, nil)
+					}
 					if err != nil {
 						fail("begin: %v", err)
 						continue
