@@ -63,7 +63,7 @@ func TestAdvNotifyEachClaimsTimesAnnounced(t *testing.T) {
 			}
 		}()
 	}
-	advNotifyWaitBlocked(t, st, 2)
+	waitStalled(t, st, 2)
 	st.open()
 	wg.Wait()
 	var marked int
@@ -81,28 +81,5 @@ func TestAdvNotifyEachClaimsTimesAnnounced(t *testing.T) {
 	t.Logf("distinct next starts marked: %d; announced to other processes: %d", marked, len(times))
 	if len(times) < marked {
 		t.Errorf("%d of %d keys' next starts never announced to other processes", marked-len(times), marked)
-	}
-}
-
-// advNotifyWaitBlocked returns once n statements wait at st's gate.
-func advNotifyWaitBlocked(t *testing.T, st *stall, n int) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var got int
-		err := st.base.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks
-			WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
-			  AND classid = (hashtext($1)::bigint >> 32) & 4294967295 AND objid = hashtext($1)::bigint & 4294967295`, st.place).Scan(&got)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d statements at %s, want %d", got, st.place, n)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
