@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +29,36 @@ const poolerParams = "&default_query_exec_mode=exec&readpast_listen=off"
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	srv := pgtest.ServerFor(t, pgtest.Options{})
 	bouncer := pgtest.PgBouncerFor(t, srv)
+	watch := pgtest.WatchSplits(t, fmt.Sprintf("127.0.0.1:%d", bouncer.Port()))
+	t.Cleanup(func() {
+		for q, n := range countSplits(watch.Splits()) {
+			t.Errorf("sent %d times in two round trips outside a transaction (the second may reach another server session): %s", n, q)
+		}
+		if watch.Groups() == 0 {
+			t.Error("no statement passed the split watch")
+		}
+	})
 	h := pgharness.Harness()
 	h.New = func(t *testing.T) readpast.Store {
-		return pgharness.Open(t, bouncer.URL(newDatabase(t, srv))+poolerParams)
+		u, err := watch.URL(bouncer.URL(newDatabase(t, srv)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pgharness.Open(t, u+poolerParams)
 	}
 	h.StressJobs, h.Claimers = 5000, 16
 	storetest.Run(t, h)
+}
+
+// countSplits counts the split round trips by their statement's first
+// line.
+func countSplits(splits []string) map[string]int {
+	n := map[string]int{}
+	for _, q := range splits {
+		q, _, _ = strings.Cut(q, "\n")
+		n[q]++
+	}
+	return n
 }
 
 // TestWorkersThroughPgBouncer is scenario 4's second half: the enqueuer

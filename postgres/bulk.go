@@ -159,7 +159,7 @@ func (s *Store) bulkBatch(ctx context.Context, stmt string, f readpast.JobFilter
 		groups  []string
 	}
 	o, err := retryDeadlock(ctx, func() (o out, err error) {
-		err = s.pool.QueryRow(ctx, stmt, pgx.QueryExecModeDescribeExec,
+		err = s.pool.QueryRow(ctx, stmt, s.hotMode,
 			f.Queue, f.Kind, string(f.State), f.Tag, f.Group, after, int64(storekit.BulkBatch), ids).
 			Scan(&o.n, &o.last, &o.skipped, &o.groups)
 		return o, err

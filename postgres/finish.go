@@ -347,7 +347,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 		return s.staleOrMissing(ctx, id)
 	}
 	n, err := retryDeadlock(ctx, func() (n int, err error) {
-		err = s.pool.QueryRow(ctx, snoozeSQL, pgx.QueryExecModeDescribeExec, id, tok, d.Microseconds()).Scan(&n)
+		err = s.pool.QueryRow(ctx, snoozeSQL, s.hotMode, id, tok, d.Microseconds()).Scan(&n)
 		return n, err
 	})
 	if err != nil {
