@@ -213,14 +213,24 @@ func (s *Store) sendDue(payload string) {
 	_, _ = s.pool.Exec(ctx, notifyPayloadSQL, payload)
 }
 
-// heardDue sets alarms for the times a NOTIFY's payload lists, and
-// reports whether it was such a payload.
+// heardDue sets alarms for the times a NOTIFY's payload lists (a claim's
+// own payload too: announceDue), and reports whether it was such a
+// payload.
 func (s *Store) heardDue(payload string) bool {
+	list, ok := strings.CutPrefix(payload, duePrefix)
+	if !ok {
+		return false
+	}
 	now := time.Now()
-	// Soon or past ones too: a claim announces the next start of a key it
-	// left out of tokens, which no write wakes anybody for, and the
-	// NOTIFY may come after it.
-	return eachDue(payload, func(t time.Time) { s.alarm(now, t) })
+	for field := range strings.SplitSeq(list, ",") {
+		// Soon or past ones too: a claim announces the next start of a
+		// key it left out of tokens, which no write wakes anybody for,
+		// and the NOTIFY may come after it.
+		if us, err := strconv.ParseInt(field, 10, 64); err == nil {
+			s.alarm(now, time.UnixMicro(us))
+		}
+	}
+	return true
 }
 
 // announceDue takes the payload a claim returned, once the claim has
@@ -238,23 +248,7 @@ func (s *Store) heardDue(payload string) bool {
 // a NOTIFY of its own: merged with other claims' in dueAnnouncer's window
 // it would be cut to that window's earliest 256.
 func (s *Store) announceDue(payload string) {
-	now := time.Now()
-	if eachDue(payload, func(t time.Time) { s.alarm(now, t) }) {
+	if s.heardDue(payload) {
 		s.out.run(func() { s.sendDue(payload) })
 	}
-}
-
-// eachDue calls f with each time a "due:" payload lists, and reports
-// whether payload was one.
-func eachDue(payload string, f func(time.Time)) bool {
-	list, ok := strings.CutPrefix(payload, duePrefix)
-	if !ok {
-		return false
-	}
-	for field := range strings.SplitSeq(list, ",") {
-		if us, err := strconv.ParseInt(field, 10, 64); err == nil {
-			f(time.UnixMicro(us))
-		}
-	}
-	return true
 }

@@ -6,7 +6,6 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -139,24 +138,11 @@ func TestAdvNotifyLostClaimResponseStillAnnounces(t *testing.T) {
 	l := advNotifyListen(t, s)
 	advNotifyHeard(l, 200*time.Millisecond)
 
-	proxy := proxyTo(t, s)
-	st := newStallVia(t, s, "claim.end", proxy.Addr())
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	claimed := async(func() error {
-		_, err := st.store.Claim(cctx, readpast.ClaimParams{Worker: "victim", Limit: 10, Lease: time.Hour})
-		if err == nil {
-			return errors.New("the claim succeeded although its answer was held back")
-		}
-		return nil
-	})
-	st.waitBlocked()
-	proxy.HoldResponses()
-	st.open() // the claim commits: the plain job running, R marked at its next start
-	waitRunning(t, s, 2)
-	cancel()
-	within(t, "the cancelled claim", 15*time.Second, claimed)
-	proxy.CutAll()
+	// The claim commits: the plain job running, R marked at its next start.
+	loseAnswer(t, s, "claim.end", "claim", func(ctx context.Context, victim *postgres.Store) error {
+		_, err := victim.Claim(ctx, readpast.ClaimParams{Worker: "victim", Limit: 10, Lease: time.Hour})
+		return err
+	}, func() { waitRunning(t, s, 2) })
 
 	var future int
 	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM readpast_group_ready WHERE group_key = 'R' AND run_at > now()").Scan(&future); err != nil {
@@ -170,6 +156,32 @@ func TestAdvNotifyLostClaimResponseStillAnnounces(t *testing.T) {
 	if !advNotifyHas(got, true) {
 		t.Errorf("the committed claim left R out of tokens and nobody announced R's next start (heard %q)", got)
 	}
+}
+
+// loseAnswer runs call on a store of its own reaching s's database through
+// a proxy, stopped at the stall point: once there, the proxy holds back
+// every answer, the statement goes on and commits (committed waits for
+// it to), and call's context ends. call must then fail (what of a call
+// whose answer is lost); the proxy's connections are cut.
+func loseAnswer(t *testing.T, s *postgres.Store, point, what string, call func(context.Context, *postgres.Store) error, committed func()) {
+	t.Helper()
+	proxy := proxyTo(t, s)
+	st := newStallVia(t, s, point, proxy.Addr())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := async(func() error {
+		if call(ctx, st.store) == nil {
+			return fmt.Errorf("the %s succeeded although its answer was held back", what)
+		}
+		return nil
+	})
+	st.waitBlocked()
+	proxy.HoldResponses()
+	st.open()
+	committed()
+	cancel()
+	within(t, "the cancelled "+what, 15*time.Second, done)
+	proxy.CutAll()
 }
 
 // TestAdvNotifyLostCompleteResponseStillWakes: a completion frees the only
@@ -189,37 +201,25 @@ func TestAdvNotifyLostCompleteResponseStillWakes(t *testing.T) {
 	l := advNotifyListen(t, s)
 	advNotifyHeard(l, 200*time.Millisecond)
 
-	proxy := proxyTo(t, s)
-	st := newStallVia(t, s, "finish.group_rows", proxy.Addr())
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := async(func() error {
-		_, err := st.store.Complete(cctx, []readpast.Completion{{ID: run[0].ID, Token: run[0].Token}})
-		if err == nil {
-			return errors.New("the completion succeeded although its answer was held back")
+	loseAnswer(t, s, "finish.group_rows", "completion", func(ctx context.Context, victim *postgres.Store) error {
+		_, err := victim.Complete(ctx, []readpast.Completion{{ID: run[0].ID, Token: run[0].Token}})
+		return err
+	}, func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			j, err := s.Get(ctx, run[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State == readpast.StateSucceeded {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s, want succeeded", j.State)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		return nil
 	})
-	st.waitBlocked()
-	proxy.HoldResponses()
-	st.open()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j, err := s.Get(ctx, run[0].ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if j.State == readpast.StateSucceeded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s, want succeeded", j.State)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	within(t, "the cancelled completion", 15*time.Second, done)
-	proxy.CutAll()
 	got := advNotifyHeard(l, time.Second)
 	if !advNotifyHas(got, false) {
 		t.Errorf("a committed completion freed K's slot and nobody woke the other processes (heard %q)", got)

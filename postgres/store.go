@@ -91,7 +91,7 @@ type Store struct {
 
 	due    *wake.Alarm  // wakes claimers when jobs written for later become due (due.go)
 	dueOut dueAnnouncer // tells other processes those times
-	out    outbox       // the NOTIFYs sent after commits, which Close waits for (notify.go)
+	out    outbox       // the NOTIFYs sent after commits, which Close waits for (outbox.go)
 }
 
 var (
