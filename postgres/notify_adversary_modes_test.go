@@ -33,7 +33,11 @@ func TestAdvNotifyClaimRowsEveryMode(t *testing.T) {
 	} {
 		t.Run(params, func(t *testing.T) {
 			base := pgtest.URL(t)
-			s, err := postgres.Open(ctx, base+params)
+			u, err := pgtest.WithParams(base, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := postgres.Open(ctx, u)
 			if err != nil {
 				t.Fatal(err)
 			}

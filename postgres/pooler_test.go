@@ -40,7 +40,11 @@ func TestPoolerSettings(t *testing.T) {
 		{"&default_query_exec_mode=cache_describe", pgx.QueryExecModeCacheDescribe, true, 0},
 		{"&default_query_exec_mode=describe_exec", pgx.QueryExecModeDescribeExec, true, 0},
 	} {
-		s, err := postgres.Open(ctx, url+c.params+"&pool_max_conns=1")
+		u, err := pgtest.WithParams(url, c.params+"&pool_max_conns=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := postgres.Open(ctx, u)
 		if err != nil {
 			t.Fatalf("%s: %v", c.params, err)
 		}
@@ -74,7 +78,11 @@ func TestPoolerSettings(t *testing.T) {
 		}
 		s.Close()
 	}
-	if _, err := postgres.Open(ctx, url+"&readpast_listen=maybe"); err == nil || !strings.Contains(err.Error(), "readpast_listen") {
+	maybe, err := pgtest.WithParams(url, "readpast_listen=maybe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.Open(ctx, maybe); err == nil || !strings.Contains(err.Error(), "readpast_listen") {
 		t.Fatalf("readpast_listen=maybe: %v", err)
 	}
 }

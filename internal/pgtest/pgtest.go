@@ -22,9 +22,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +102,41 @@ func withDatabase(cs, name string) (string, error) {
 	}
 	// In keyword/value strings a later setting overrides an earlier one.
 	return strings.TrimSpace(cs) + " dbname=" + name, nil
+}
+
+// WithParams returns the connection string cs (a URL, as URL returns, or
+// keyword/value settings) with the settings params, given in URL query
+// form ("a=1&b=2"; a leading "&" is ignored), added or replacing those of
+// the same names. Tests add settings through it rather than appending to
+// cs, which may or may not have a query string already
+// (READPAST_DATABASE_URL is the user's).
+func WithParams(cs, params string) (string, error) {
+	add, err := url.ParseQuery(params)
+	if err != nil {
+		return "", fmt.Errorf("pgtest: parameters %q: %w", params, err)
+	}
+	if strings.HasPrefix(cs, "postgres://") || strings.HasPrefix(cs, "postgresql://") {
+		u, err := url.Parse(cs)
+		if err != nil {
+			return "", fmt.Errorf("pgtest: parsing database URL: %w", err)
+		}
+		q := u.Query()
+		for k, vs := range add {
+			q[k] = vs
+		}
+		// Spaces as %20, not +: pgx reads "+" as itself (Encode writes a
+		// literal + as %2B, so every + here is a space).
+		u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+		return u.String(), nil
+	}
+	// In keyword/value strings a later setting overrides an earlier one.
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(cs))
+	for _, k := range slices.Sorted(maps.Keys(add)) {
+		v := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(add.Get(k))
+		fmt.Fprintf(&b, " %s='%s'", k, v)
+	}
+	return b.String(), nil
 }
 
 // shared is the server URL starts for this test binary.

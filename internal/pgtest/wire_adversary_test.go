@@ -19,7 +19,7 @@ func advSetup(t *testing.T) (w *SplitWatch, proxied, host string) {
 		t.Fatal(err)
 	}
 	w = WatchSplits(t, u.Host)
-	proxied, err = w.URL(u.String() + "&default_query_exec_mode=exec")
+	proxied, err = w.URL(withExec(t, u.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestSplitWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := WatchSplits(t, u.Host)
-	proxied, err := w.URL(u.String() + "&default_query_exec_mode=exec")
+	proxied, err := w.URL(withExec(t, u.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,4 +46,15 @@ func TestSplitWatch(t *testing.T) {
 	if w.Groups() < 4 {
 		t.Fatalf("%d groups checked, want at least 4", w.Groups())
 	}
+}
+
+// withExec is u in pgx's exec mode, which sends each statement in one
+// round trip.
+func withExec(t *testing.T, u string) string {
+	t.Helper()
+	s, err := WithParams(u, "default_query_exec_mode=exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
