@@ -16,7 +16,13 @@ import (
 // (customer:42 and customer:43 each run 5 at once). A key's limit is the
 // one declared for the key itself, or else that of the longest template
 // it matches; a key no limit matches runs one job at a time, the
-// concurrency group default.
+// concurrency group default. A limit that sets nothing but its key lets
+// the keys it governs run any number of jobs at once, taking turns.
+//
+// A key without a concurrency bound (Concurrency 0) is never full, so its
+// completions give its slots back without writing its row, and claims
+// never pass it over for them; a key with a bound, however high, has its
+// slots given back on its row (docs/design/flow-control.md).
 //
 // The rate is a generic cell rate algorithm on the database's clock:
 // starts are the claims of attempts (a retry or a snoozed job's next run
@@ -93,9 +99,6 @@ func (l Limit) Normalize() (Limit, error) {
 	if l.Rate == 0 {
 		if l.Per != 0 || l.Burst != 0 {
 			return l, invalid("rate", "is required with per or burst")
-		}
-		if l.Concurrency == 0 && l.Weight == 1 {
-			return l, invalid("concurrency", "a rate or a weight above 1 is required: a limit must set something")
 		}
 		return l, nil
 	}

@@ -37,7 +37,7 @@ func TestTurnsUnderLoad(t *testing.T) {
 	}
 	ctx := context.Background()
 	base, url := newPGStoreURL(t)
-	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*"}); err != nil {
 		t.Fatal(err)
 	}
 	enqueueKeyed(t, base, "t:big", big)
@@ -245,18 +245,19 @@ func claimSpread(starts map[string][]time.Time) string {
 }
 
 // runBacklogs enqueues perKey jobs to each of keys keys ("t:0", "t:1",
-// ...), one key after another, with weight(k) as key k's weight (nil: 1),
+// ...; governed by limits with no concurrency bound), one key after
+// another, with weight(k) as key k's weight (nil: 1),
 // lets clients x workers work them for run and returns each key's starts.
 func runBacklogs(t *testing.T, keys, perKey, clients, workers int, run time.Duration, weight func(k int) int) map[string][]time.Time {
 	t.Helper()
 	ctx := context.Background()
 	base, url := newPGStoreURL(t)
-	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: readpast.MaxConcurrency}); err != nil {
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*"}); err != nil {
 		t.Fatal(err)
 	}
 	for k := range keys {
 		if weight != nil && weight(k) != 1 {
-			l := readpast.Limit{Key: fmt.Sprint("t:", k), Concurrency: readpast.MaxConcurrency, Weight: weight(k)}
+			l := readpast.Limit{Key: fmt.Sprint("t:", k), Weight: weight(k)}
 			if _, err := base.PutLimit(ctx, l); err != nil {
 				t.Fatal(err)
 			}

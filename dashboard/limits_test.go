@@ -221,7 +221,6 @@ func TestLimitBadInput(t *testing.T) {
 		{[]string{"a*b", "5"}, "key", `The key is not valid: may hold &#34;*&#34; only at its end (a template).`},
 		{[]string{"new", "five"}, "concurrency", "The concurrency is not valid: must be a whole number."},
 		{[]string{"new", "-1"}, "concurrency", "The concurrency is not valid: must be between 0 (no bound) and 10000."},
-		{[]string{"new", "", "", "", "", ""}, "concurrency", "The concurrency is not valid: a rate or a weight above 1 is required: a limit must set something."},
 		{[]string{"new", "2", "", "1s"}, "rate", "The rate is not valid: is required with per or burst."},
 		{[]string{"new", "2", "1.5"}, "rate", "The rate is not valid: must be a whole number."},
 		{[]string{"new", "2", "10", "soon"}, "per", "The period (per) is not valid: must be a duration such as 1s, 1m or 1h."},

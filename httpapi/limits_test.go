@@ -87,6 +87,10 @@ func checkLimitWeights(t *testing.T, e *testEnv) {
 	if l != (Limit{Key: "heavy", Weight: 3}) {
 		t.Errorf("PUT of a weight alone answered %+v, want weight 3 and no bound", l)
 	}
+	e.must("PUT", "/v1/limits/open:*", `{}`, http.StatusCreated, &l)
+	if l != (Limit{Key: "open:*", Weight: 1}) {
+		t.Errorf("PUT of {} answered %+v, want no bound, no rate, weight 1", l)
+	}
 	e.must("PUT", "/v1/limits/tenant:*", `{"concurrency":2,"rate":5,"weight":100}`, http.StatusCreated, &l)
 	if l != (Limit{Key: "tenant:*", Concurrency: 2, Rate: 5, PerSeconds: 1, Burst: 5, Weight: 100}) {
 		t.Errorf("PUT with weight 100 answered %+v", l)
@@ -112,7 +116,7 @@ func checkLimitWeights(t *testing.T, e *testEnv) {
 	for _, li := range all.Limits {
 		got[li.Key] = li.Weight
 	}
-	if len(got) != 4 || got["heavy"] != 3 || got["tenant:*"] != 100 || got["zero"] != 1 || got["plain"] != 1 {
+	if len(got) != 5 || got["heavy"] != 3 || got["tenant:*"] != 100 || got["zero"] != 1 || got["plain"] != 1 || got["open:*"] != 1 {
 		t.Errorf("GET /v1/limits weights = %v", got)
 	}
 	// Replacing the limit replaces its weight; leaving it out makes it 1.
@@ -167,8 +171,6 @@ func TestLimitsRejectBadInput(t *testing.T) {
 	for _, tc := range []struct{ method, path, body, code, field string }{
 		{"PUT", "/v1/limits/k", ``, CodeMalformedJSON, ""},
 		{"PUT", "/v1/limits/k", `{"concurrency":`, CodeMalformedJSON, ""},
-		{"PUT", "/v1/limits/k", `{}`, CodeInvalidField, "concurrency"},
-		{"PUT", "/v1/limits/k", `{"concurrency":0,"rate":0}`, CodeInvalidField, "concurrency"},
 		{"PUT", "/v1/limits/k", `{"concurrency":-1}`, CodeInvalidField, "concurrency"},
 		{"PUT", "/v1/limits/k", `{"concurrency":10001}`, CodeInvalidField, "concurrency"},
 		{"PUT", "/v1/limits/k", `{"concurrency":"5"}`, CodeInvalidField, "concurrency"},
@@ -187,7 +189,6 @@ func TestLimitsRejectBadInput(t *testing.T) {
 		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":-1}`, CodeInvalidField, "weight"},
 		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":1.5}`, CodeInvalidField, "weight"},
 		{"PUT", "/v1/limits/k", `{"concurrency":1,"weight":"3"}`, CodeInvalidField, "weight"},
-		{"PUT", "/v1/limits/k", `{"weight":1}`, CodeInvalidField, "concurrency"},
 		{"PUT", "/v1/limits/k", `{"concurrency":1,"key":"other"}`, CodeInvalidField, "key"},
 		{"PUT", "/v1/limits/a*b", `{"concurrency":1}`, CodeInvalidField, "key"},
 		{"PUT", "/v1/limits/a%20b", `{"concurrency":1}`, CodeInvalidField, "key"},

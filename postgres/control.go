@@ -213,6 +213,11 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
+	// A key without a bound counts its running jobs on its row until the
+	// slots freed since are folded into it.
+	if err := s.foldFreed(ctx); err != nil {
+		return 0, err
+	}
 	tag, err := s.pool.Exec(ctx, pruneGroupsSQL, limit)
 	if err != nil {
 		return 0, opErr("prune groups", err)

@@ -223,6 +223,8 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // readpast.ErrStaleToken when the claim is no longer current. Until tx
 // ends it holds the job's row and, for a grouped job, its group's row:
 // claims pass that group over meanwhile, and SetGroupLimit on it waits.
+// The row of a key without a concurrency bound is held FOR KEY SHARE
+// only: claims take its jobs meanwhile, and only a limit change waits.
 //
 // Run it in a READ COMMITTED transaction (PostgreSQL's default). The
 // group's next job is marked for claimers by a query that must see jobs

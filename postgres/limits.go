@@ -19,18 +19,20 @@ import (
 // the rows they govern under the limits' lock, and a claim that creates a
 // row resolves its limit under that lock too (readpast_key_limit).
 var (
-	limitLockSQL      = mustStatement("limit_lock")
-	putLimitSQL       = mustStatement("put_limit")
-	setGroupLimitSQL  = mustStatement("set_group_limit")
-	deleteLimitSQL    = mustStatement("delete_limit")
-	applyLimitSQL     = mustStatement("apply_limit")
-	applyLimitSkipSQL = mustStatementWith("apply_limit", "skip")
-	markKeysSQL       = mustStatement("mark_keys")
-	getLimitsSQL      = mustStatement("get_limits")
-	limitKeysSQL      = mustStatement("limit_keys")
-	takeTokensLockSQL = mustStatement("take_tokens_lock")
-	takeTokensRowSQL  = mustStatement("take_tokens_row")
-	takeTokensSQL     = mustStatement("take_tokens")
+	limitLockSQL       = mustStatement("limit_lock")
+	putLimitSQL        = mustStatement("put_limit")
+	setGroupLimitSQL   = mustStatement("set_group_limit")
+	deleteLimitSQL     = mustStatement("delete_limit")
+	applyLimitSkipSQL  = mustStatementWith("apply_limit", "skip")
+	applyLimitOneSQL   = mustStatementWith("apply_limit", "one")
+	lockKeyRowSQL      = mustStatement("lock_key_row")
+	limitLockSharedSQL = mustStatement("limit_lock_shared")
+	markKeysSQL        = mustStatement("mark_keys")
+	getLimitsSQL       = mustStatement("get_limits")
+	limitKeysSQL       = mustStatement("limit_keys")
+	takeTokensLockSQL  = mustStatement("take_tokens_lock")
+	takeTokensRowSQL   = mustStatement("take_tokens_row")
+	takeTokensSQL      = mustStatement("take_tokens")
 )
 
 // PutLimit declares the limit of l.Key and applies it to the keys it
@@ -78,42 +80,77 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // changeLimits runs change under the limits' lock, gives every key row
 // that key (a key or a template) may govern its limit, passing over the
 // rows other transactions hold, and marks those whose limit changed; then,
-// the lock let go, gives the rows it passed over their limit, waiting for
-// them. While the lock is held, claims create no key row for any key, so
-// it is held only for statements that wait for no row. A row that exists
-// needs no lock to be given its limit: the limit is committed, and a row
-// pruned meanwhile is created again with it.
+// the lock let go, gives each row it passed over its limit in a
+// transaction of its own, which waits for that row, then takes the
+// limits' lock shared (apply_limit.sql). While the lock is held
+// exclusively, claims create no key row for any key, so it is held only
+// for statements that wait for no row. A row that exists needs no lock
+// to be given its limit: the limit is committed, and a row pruned
+// meanwhile is created again with it. Every row given a limit has the
+// freed-slot counts of its key folded in (fold_freed.sql) before the
+// transaction lets it go, so a key that gains a bound gets its running
+// count exact.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pgx.Tx) error) error {
-	var changed []string
-	apply := func(stmt string, locked bool, change func(pgx.Tx) error) error {
+	var changed, passed []string
+	// apply runs stmt for arg in a transaction of its own (under the
+	// lock when change is set, else holding arg's row and the lock
+	// shared), then folds and marks the keys it changed.
+	apply := func(stmt, arg string, change func(pgx.Tx) error) error {
 		_, err := retryDeadlock(ctx, func() (struct{}, error) {
-			return struct{}{}, pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
-				if locked {
+			var got, skipped []string
+			err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+				if change != nil {
 					if _, err := tx.Exec(ctx, limitLockSQL); err != nil {
 						return err
 					}
 					if err := change(tx); err != nil {
 						return err
 					}
+				} else {
+					var k string
+					err := tx.QueryRow(ctx, lockKeyRowSQL, arg).Scan(&k)
+					if errors.Is(err, pgx.ErrNoRows) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, limitLockSharedSQL); err != nil {
+						return err
+					}
 				}
-				rows, err := tx.Query(ctx, stmt, key)
+				rows, err := tx.Query(ctx, stmt, arg)
 				if err != nil {
 					return err
 				}
-				keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-				if err != nil || len(keys) == 0 {
+				var k string
+				var isChanged bool
+				if _, err := pgx.ForEachRow(rows, []any{&k, &isChanged}, func() error {
+					if isChanged {
+						got = append(got, k)
+					} else {
+						skipped = append(skipped, k)
+					}
+					return nil
+				}); err != nil || len(got) == 0 {
 					return err
 				}
-				changed = append(changed, keys...)
-				_, err = tx.Exec(ctx, markKeysSQL, keys)
+				if _, err := tx.Exec(ctx, foldFreedKeysSQL, got); err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, markKeysSQL, got)
 				return err
 			})
+			if err == nil {
+				changed, passed = append(changed, got...), append(passed, skipped...)
+			}
+			return struct{}{}, err
 		})
 		return err
 	}
-	err := apply(applyLimitSkipSQL, true, change)
-	if err == nil {
-		err = apply(applyLimitSQL, false, nil)
+	err := apply(applyLimitSkipSQL, key, change)
+	for i := 0; err == nil && i < len(passed); i++ {
+		err = apply(applyLimitOneSQL, passed[i], nil)
 	}
 	if errors.Is(err, readpast.ErrLimitNotFound) {
 		return err

@@ -55,6 +55,8 @@ var (
 	pausedQueuesSQL    = mustStatement("paused_queues")
 	deadRowsSQL        = mustStatement("dead_rows")
 	foldCountsSQL      = mustStatement("fold_counts")
+	foldFreedSQL       = mustStatementWith("fold_freed", "")
+	foldFreedKeysSQL   = mustStatementWith("fold_freed", "keys")
 
 	enqueueUniqueSQL = mustStatement("enqueue_unique")
 	enqueueFlowSQL   = mustStatement("enqueue_flow")
@@ -91,6 +93,7 @@ var vacuumSQL = map[string]string{
 	"readpast_groups":       "VACUUM (SKIP_LOCKED) readpast_groups",
 	"readpast_count_deltas": "VACUUM (SKIP_LOCKED) readpast_count_deltas",
 	"readpast_unique_keys":  "VACUUM (SKIP_LOCKED) readpast_unique_keys",
+	"readpast_key_freed":    "VACUUM (SKIP_LOCKED) readpast_key_freed",
 }
 
 // fragments are parsed once and cloned for every statement.

@@ -40,9 +40,10 @@ type tidier struct {
 	vacuumed func(table string)
 }
 
-// Tidy folds the count deltas into the counts (see Stats), then vacuums
+// Tidy folds the count deltas into the counts (see Stats) and the
+// freed-slot counts of keys without a bound into their rows, then vacuums
 // the store's churning tables (live jobs, ready marks, group rows, count
-// deltas, unique keys) whose dead rows outnumber their live ones, at most once per
+// deltas, unique keys, freed-slot counts) whose dead rows outnumber their live ones, at most once per
 // table every few seconds, and returns how many it vacuumed. It
 // implements readpast.Tidier; RunRescuer calls it. A vacuum never makes a
 // claim or a write wait (it takes no lock they conflict with), and skips
@@ -53,6 +54,9 @@ type tidier struct {
 // role does not own the tables, Tidy does nothing and says so once.
 func (s *Store) Tidy(ctx context.Context) (int, error) {
 	if err := s.foldCounts(ctx); err != nil {
+		return 0, err
+	}
+	if err := s.foldFreed(ctx); err != nil {
 		return 0, err
 	}
 	t := &s.tidy
@@ -160,4 +164,35 @@ func (s *Store) foldCounts(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// freedBatch bounds the keys of one statement of foldFreed, and
+// freedPasses its statements in one call.
+const (
+	freedBatch  = 1000
+	freedPasses = 100
+)
+
+// foldFreed folds the freed-slot counts of keys without a bound into
+// their rows (fold_freed.sql), in batches of keys in key order, passing
+// over the rows others hold; Tidy and PruneGroups call it. A key's
+// running count is right either way (its row's less its counts); folded,
+// the counts stop costing the readers that subtract them, and an idle
+// key's row can be pruned. No key's free slots change for a claim: a key
+// with counts has no bound (a limit that gives it one folds its counts
+// first).
+func (s *Store) foldFreed(ctx context.Context) error {
+	after := ""
+	for range freedPasses {
+		var last *string
+		var n int
+		if err := s.pool.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last, &n); err != nil {
+			return opErr("fold freed slots", err)
+		}
+		if last == nil {
+			return nil
+		}
+		after = *last
+	}
+	return nil
 }

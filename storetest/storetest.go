@@ -137,6 +137,7 @@ func Run(t *testing.T, h Harness) {
 		{"BulkFilterRequired", testBulkFilterRequired},
 		{"LimitsCRUD", testLimitsCRUD},
 		{"LimitTemplates", testLimitTemplates},
+		{"LimitWithoutBound", testLimitWithoutBound},
 		{"RateLimit", testRateLimit},
 		{"RateRefills", testRateRefills},
 		{"RetrySpendsAToken", testRetrySpendsAToken},

@@ -53,9 +53,11 @@ func ReadpastPostgres(ctx context.Context, url string) (*Readpast, error) {
 			return execAll(ctx, s.Pool(),
 				// TRUNCATE fires no DELETE trigger: the counts go too.
 				"TRUNCATE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues, "+
-					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags",
+					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags, "+
+					"readpast_key_freed",
 				"VACUUM ANALYZE readpast_jobs, readpast_jobs_history, readpast_groups, readpast_group_ready, readpast_queues, "+
-					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags")
+					"readpast_counts, readpast_count_deltas, readpast_unique_keys, readpast_schedules, readpast_schedule_runs, readpast_job_tags, "+
+					"readpast_key_freed")
 		},
 		history: func(ctx context.Context, n int) error {
 			if _, err := s.Pool().Exec(ctx, historySQLPostgres, n); err != nil {

@@ -1,10 +1,13 @@
 -- Claim up to $3 jobs from the queues $1 for worker $2, with a lease of $4
 -- microseconds, all under the claim token $5, in ONE statement.
 --
--- Never waits: every row it takes is locked FOR UPDATE SKIP LOCKED, so a
--- row another transaction holds (a claim, a finisher, a caller's open
--- CompleteTx or EnqueueTx) is passed over, and the only other lock it
--- takes is pg_try_advisory_xact_lock. Never overshoots a group limit: a
+-- Never waits: every row it takes is locked SKIP LOCKED (jobs and marks
+-- FOR UPDATE, key rows FOR NO KEY UPDATE), so a row another transaction
+-- holds (a claim, a finisher, a caller's open CompleteTx or EnqueueTx) is
+-- passed over, and the only other lock it takes is
+-- pg_try_advisory_xact_lock. A finisher's FOR KEY SHARE on the row of a
+-- key without a bound (fragments/free_slots.sql) does not conflict with
+-- FOR NO KEY UPDATE, so such a key is not passed over for it. Never overshoots a group limit: a
 -- group's free slots are read from its row AFTER locking it, and when a
 -- concurrent commit changed that row since this statement's snapshot,
 -- PostgreSQL hands the lock, and the values, of the newest version.
@@ -170,7 +173,7 @@ locked AS (
     SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 ),
 new_keys AS (
     SELECT group_key
@@ -251,7 +254,7 @@ more_locked AS (
     SELECT group_key, running, max_running, interval_us, burst, tat
     FROM readpast_groups
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM more_needed))
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 ),
 more_new_keys AS (
     SELECT group_key

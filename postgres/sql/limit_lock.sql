@@ -6,5 +6,10 @@
 -- a claim that meets it creates no row this time. The transaction that
 -- holds it waits for no row (apply_limit.sql rendered "skip"). Run as a
 -- statement of its own: the statements after it read every row those
--- claims created.
-SELECT pg_advisory_xact_lock(1919181686, 0)
+-- claims created. It takes the lock shared too, which the holder of the
+-- exclusive lock is granted at once: readpast_key_limit only tries the
+-- shared lock, and PostgreSQL refuses a try that conflicts with a request
+-- queued for the lock, even to the session that holds it exclusively, so
+-- with another change queued every key would resolve to the default
+-- limit (TestAdvLimitRowsSkipPhaseBehindAQueuedChange).
+SELECT pg_advisory_xact_lock(1919181686, 0), pg_advisory_xact_lock_shared(1919181686, 0)

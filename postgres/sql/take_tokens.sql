@@ -2,8 +2,8 @@
 -- database's clock, as a claim's starts do (sql/claim.sql). Runs after
 -- take_tokens_row.sql made sure the key has a row, in a transaction of
 -- its own (no row: the row was pruned meanwhile, and TakeTokens creates
--- it again); locks the row (waiting for a claim or a finisher that holds
--- it), holding no other lock. Returns whether it granted them, when they could be
+-- it again); locks the row FOR NO KEY UPDATE, as a claim does (waiting
+-- for a claim or a finisher that writes it), holding no other lock. Returns whether it granted them, when they could be
 -- otherwise, and the bucket's burst and interval.
 WITH t AS (
     SELECT clock_timestamp() AS at
@@ -12,7 +12,7 @@ k AS (
     SELECT g.group_key, g.interval_us, g.burst, greatest(g.tat, t.at) AS base, t.at
     FROM readpast_groups g, t
     WHERE g.group_key = $1
-    FOR UPDATE OF g
+    FOR NO KEY UPDATE OF g
 ),
 d AS (
     SELECT *, interval_us = 0

@@ -40,10 +40,14 @@ func Harness() storetest.Harness {
 
 // groupStatesSQL reads every group (key) that has a row or running jobs,
 // with the start times of the running jobs that name it (as their group or
-// a later key), in one snapshot.
+// a later key), in one snapshot. A key's counter is its row's running
+// count less the freed-slot counts not yet folded into it
+// (readpast_key_freed, postgres/migrations/0022).
 const groupStatesSQL = `
 SELECT coalesce(g.group_key, j.group_key), g.group_key IS NOT NULL,
-       coalesce(g.running, 0), coalesce(g.max_running, 1),
+       coalesce(g.running, 0) - coalesce((SELECT sum(f.n) FROM readpast_key_freed f
+                                          WHERE f.group_key = g.group_key), 0)::int,
+       coalesce(g.max_running, 1),
        coalesce(array_agg(j.started_at) FILTER (WHERE j.id IS NOT NULL), '{}')
 FROM readpast_groups g
 FULL JOIN (SELECT r.id, k.key AS group_key, r.started_at

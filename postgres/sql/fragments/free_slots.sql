@@ -35,11 +35,45 @@ Each row's count is looked up in one object of all of them, built once
 for the statement (a binary search a row), not by a scan of freeing for
 each row, which a statement ending jobs of 1,000 keys paid in the square
 of the keys (40 of the 68 ms of a completion of 1,000 jobs).
+
+A key without a concurrency bound (max_running 2147483647, what a limit
+of concurrency 0 resolves to) is never full, so nothing waits for its
+slots: its row is not written. unbounded takes the rows of such keys
+FOR KEY SHARE, which conflicts with no claim (claims take key rows FOR
+NO KEY UPDATE SKIP LOCKED, and would otherwise pass over a key whose
+row a completion holds), and its slots are counted in
+readpast_key_freed (migrations/0022) instead, to be folded into the row
+later. The lock is what a limit change waits for (FOR UPDATE) before it
+folds a key's counts and gives it a bound; a row that a limit change
+bounded while this statement waited fails the check once locked, and
+has its slots given back on the row, as does a row newer than the
+snapshot, and one whose snapshot still shows the bound a limit change
+has since lifted (held FOR NO KEY UPDATE, as for a key with a bound,
+until this statement's transaction ends). The KEY SHARE locks come first, in key order, then the
+others' (freed), in key order: finishers' KEY SHARE locks conflict with
+nothing a finisher takes, and a limit change waits for one row at a
+time, holding no other (postgres/limits.go), so neither order waits in
+a circle.
 */}}{{define "free_slots"}}
+unbounded AS (
+    SELECT g.group_key
+    FROM readpast_groups g
+    WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM freeing))
+      AND g.max_running = 2147483647
+      AND readpast_stall('finish.key_share', g.group_key)
+    ORDER BY g.group_key
+    FOR KEY SHARE
+),
+freed_counts AS (
+    INSERT INTO readpast_key_freed (group_key, n)
+    SELECT group_key, n FROM freeing
+    WHERE group_key IN (SELECT group_key FROM unbounded)
+),
 freed AS (
     INSERT INTO readpast_groups AS g (group_key, running)
     SELECT group_key, 0 FROM freeing
-    WHERE readpast_stall('finish.group_rows', n)
+    WHERE group_key NOT IN (SELECT group_key FROM unbounded)
+      AND readpast_stall('finish.group_rows', n)
     ORDER BY group_key
     ON CONFLICT (group_key) DO UPDATE
     SET running = g.running - ((SELECT jsonb_object_agg(f.group_key, f.n) FROM freeing f) ->> excluded.group_key)::bigint,
