@@ -207,7 +207,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	do("PUT", "/v1/limits/{key}", "/v1/limits/customer:*", `{"concurrency":5,"rate":10,"per_seconds":1,"burst":20}`, 201)
 	do("PUT", "/v1/limits/{key}", "/v1/limits/customer:*", `{"concurrency":2}`, 200)
 	do("PUT", "/v1/limits/{key}", "/v1/limits/api:x", `{"rate":1,"per_seconds":3600}`, 201)
-	do("PUT", "/v1/limits/{key}", "/v1/limits/bad", `{}`, 400)
+	do("PUT", "/v1/limits/{key}", "/v1/limits/bad", `{"concurrency":-1}`, 400)
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","queue":"lim","group":"customer:42"}`, 201)
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","queue":"lim","keys":["customer:43","api:x"]}`, 201)
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":"sync","keys":["a","b","c","d","e"]}`, 400)

@@ -6,9 +6,10 @@
 -- every count of those keys has committed); else for up to $1 keys that
 -- have counts, after the key $2 in key order (Tidy, PruneGroups), passing
 -- over the rows others hold.
--- The rows are taken FOR NO KEY UPDATE, as claims take them; a count is
--- deleted by one statement only (a second waits, and finds it gone), and
--- counts committed after this statement's snapshot stay for the next.
+-- The rows are taken FOR NO KEY UPDATE, as claims take them; a key's
+-- counts are deleted only by a statement that holds its row, so each is
+-- subtracted once, and counts committed after this statement's snapshot
+-- stay for the next.
 -- Returns the keys it folded; rendered for Tidy, one row: the last key it
 -- looked at (NULL when there was none) and how many it folded. The
 -- announce trigger (migrations/0008) marks the keys whose free slots went

@@ -445,8 +445,12 @@ class LimitsTest(unittest.TestCase):
         self.assertEqual(self.c.get_limit(slashed).key, slashed)
         self.c.delete_limit(slashed)
         self.c.delete_limit(template)
+        bare = unique("k")
+        l = self.c.put_limit(bare)  # sets nothing: no bound, weight 1
+        self.assertEqual((l.key, l.concurrency, l.rate, l.weight), (bare, 0, 0, 1))
+        self.c.delete_limit(bare)
         with self.assertRaises(readpast.InvalidInputError) as cm:
-            self.c.put_limit(unique("k"))  # sets nothing
+            self.c.put_limit(unique("k"), concurrency=-1)
         self.assertEqual(cm.exception.field, "concurrency")
 
 
