@@ -185,8 +185,7 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	after := ""
 	for range freedPasses {
 		var last *string
-		var n int
-		if err := s.pool.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last, &n); err != nil {
+		if err := s.pool.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last); err != nil {
 			return opErr("fold freed slots", err)
 		}
 		if last == nil {

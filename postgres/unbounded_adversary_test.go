@@ -139,14 +139,8 @@ func TestAdvUnboundedOneRowWhileAnotherChangeHoldsTheLock(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("claimed %d jobs, want 1", len(got))
 	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	put := async(func() error {
 		_, err := s.PutLimit(ctx, readpast.Limit{Key: "u*", Concurrency: 2})
 		return err
@@ -288,14 +282,8 @@ func TestAdvUnboundedDeleteLimitToDefault(t *testing.T) {
 		t.Fatalf("claimed %d", len(more))
 	}
 	got = append(got, more...) // 3 running
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	fin := newStall(t, s, "finish.key_share")
 	done := async(func() error {
 		return first(fin.store.Complete(ctx, []readpast.Completion{{ID: got[1].ID, Token: got[1].Token}}))
@@ -557,14 +545,8 @@ func TestAdvUnboundedTakeTokensBesideCompletion(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("claimed %d, want 2", len(got))
 	}
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	within(t, "TakeTokens beside an open completion of a key without a bound", withinAtLeast, async(func() error {
 		g, err := s.TakeTokens(ctx, "r", 1)
 		if err == nil && !g.Granted {
@@ -592,14 +574,8 @@ func TestAdvUnboundedNewKeyBehindAnOpenCompletion(t *testing.T) {
 	defer s.Close()
 	putLimit(t, s, readpast.Limit{Key: "n*"})
 	got := unboundedKey(t, s, "u", 3)
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	put := async(func() error {
 		_, err := s.PutLimit(ctx, readpast.Limit{Key: "u", Concurrency: 3})
 		return err

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
@@ -35,6 +36,23 @@ func unboundedKey(t *testing.T, s *postgres.Store, key string, n int) []*readpas
 		got = append(got, jobs...)
 	}
 	return got
+}
+
+// completeHeldOpen completes j with CompleteTx in a transaction it
+// begins on s and leaves open, holding what the completion locked, for
+// the caller to commit or roll back.
+func completeHeldOpen(t *testing.T, s *postgres.Store, j *readpast.Job) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: j.ID, Token: j.Token}); err != nil {
+		tx.Rollback(ctx)
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // keyRunning returns the running count GetLimit reports for key, which
@@ -70,14 +88,8 @@ func TestClaimBesideACompletionOfAnUnboundedKey(t *testing.T) {
 	s := newStore(t)
 	defer s.Close()
 	got := unboundedKey(t, s, "u", 4)
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	jobs := claimWithin(t, "a claim beside a completion held open", withinAtLeast, s, claimQ("w3", 1, "qa"))
 	if len(jobs) != 1 {
 		t.Fatalf("a claim beside a held-open completion of the key took %d jobs, want 1: it passed the key over", len(jobs))
@@ -103,14 +115,8 @@ func TestBoundGivenWhileACompletionHoldsTheKey(t *testing.T) {
 	s := newStore(t)
 	defer s.Close()
 	got := unboundedKey(t, s, "u", 4)
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := completeHeldOpen(t, s, got[0])
 	defer tx.Rollback(ctx)
-	if err := s.CompleteTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		t.Fatal(err)
-	}
 	put := async(func() error {
 		_, err := s.PutLimit(ctx, readpast.Limit{Key: "u", Concurrency: 2})
 		return err

@@ -11,7 +11,8 @@
 -- subtracted once, and counts committed after this statement's snapshot
 -- stay for the next.
 -- Returns the keys it folded; rendered for Tidy, one row: the last key it
--- looked at (NULL when there was none) and how many it folded. The
+-- looked at (NULL when there was none), where the next statement starts
+-- (the UPDATE runs whether or not its rows are read). The
 -- announce trigger (migrations/0008) marks the keys whose free slots went
 -- up.
 WITH keys AS (
@@ -49,7 +50,6 @@ folded AS (
     SET running = g.running - s.n
     FROM sums s
     WHERE g.group_key = s.group_key
-    RETURNING g.group_key
 )
-SELECT (SELECT max(group_key) FROM keys), (SELECT count(*) FROM folded)
+SELECT max(group_key) FROM keys
 {{- end}}
