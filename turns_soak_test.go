@@ -16,6 +16,9 @@ import (
 var turnsSoak = flag.Bool("turns.soak", false,
 	"run TestTurnsUnderLoad at full scale: a backlog of 100,000 jobs on one key, 1,000 keys of one job each, 4 clients x 32 workers, and p99 of their waits at most 100 ms")
 
+var turnsBound = flag.Int("turns.bound", 0,
+	"TestTurnsShareEqually and TestWeightedShares: the keys' concurrency bound (0: none)")
+
 // TestTurnsUnderLoad: one key holds a backlog that keeps every worker
 // busy, and other keys enqueue one job each meanwhile, every few
 // milliseconds. Each of those jobs must start before the big key starts
@@ -245,19 +248,19 @@ func claimSpread(starts map[string][]time.Time) string {
 }
 
 // runBacklogs enqueues perKey jobs to each of keys keys ("t:0", "t:1",
-// ...; governed by limits with no concurrency bound), one key after
+// ...; governed by limits with no concurrency bound, or -turns.bound), one key after
 // another, with weight(k) as key k's weight (nil: 1),
 // lets clients x workers work them for run and returns each key's starts.
 func runBacklogs(t *testing.T, keys, perKey, clients, workers int, run time.Duration, weight func(k int) int) map[string][]time.Time {
 	t.Helper()
 	ctx := context.Background()
 	base, url := newPGStoreURL(t)
-	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*"}); err != nil {
+	if _, err := base.PutLimit(ctx, readpast.Limit{Key: "t:*", Concurrency: *turnsBound}); err != nil {
 		t.Fatal(err)
 	}
 	for k := range keys {
 		if weight != nil && weight(k) != 1 {
-			l := readpast.Limit{Key: fmt.Sprint("t:", k), Weight: weight(k)}
+			l := readpast.Limit{Key: fmt.Sprint("t:", k), Concurrency: *turnsBound, Weight: weight(k)}
 			if _, err := base.PutLimit(ctx, l); err != nil {
 				t.Fatal(err)
 			}

@@ -47,24 +47,27 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	token := uuid.NewString()
 	st := s.claimFrom.start(p.Queues, p.Limit, time.Now())
 	var (
-		jobs []*readpast.Job
-		due  string
+		jobs  []*readpast.Job
+		notes claimNotes
 	)
 	if s.claimInTx.Load() {
-		jobs, due, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+		jobs, notes, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
 	} else {
-		jobs, due, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
+		jobs, notes, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
 		if notReadCommitted(err) {
 			// The session's default isolation is stricter than READ
 			// COMMITTED (the routine refused before doing anything):
 			// from now on every claim runs in a transaction of its own.
 			s.claimInTx.Store(true)
-			jobs, due, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
+			jobs, notes, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
 		}
 	}
 	conn.Release()
-	if err == nil && due != "" {
-		s.announceDue(due) // committed: the routine ran on its own, or in a transaction that ended
+	if err == nil && notes.due != "" {
+		s.announceDue(notes.due) // committed: the routine ran on its own, or in a transaction that ended
+	}
+	if err == nil && len(jobs) < p.Limit && notes.passed != 0 {
+		s.claimedKeys(notes.passed)
 	}
 	s.claimFrom.claimed(st, jobs)
 	s.dropIdleAfter(ctx, began, err)
@@ -88,18 +91,24 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 // "due:" payload listing the next starts of the keys the claim left out
 // of tokens, or "": the caller announces it once the claim has committed
 // (Store.announceDue).
-func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, due string, _ error) {
+func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, notes claimNotes, _ error) {
 	args := append([]any{mode, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token}, more...)
 	rows, err := q.Query(ctx, stmt, args...)
 	if err != nil {
-		return nil, "", opErr("claim", err)
+		return nil, claimNotes{}, opErr("claim", err)
 	}
 	defer rows.Close()
-	jobs, due, err = scanClaimed(rows, p, token)
+	jobs, notes.due, notes.passed, err = scanClaimed(rows, p, token)
 	if err != nil {
-		return nil, "", opErr("claim", err)
+		return nil, claimNotes{}, opErr("claim", err)
 	}
-	return jobs, due, nil
+	return jobs, notes, nil
+}
+
+// claimNotes is what a claim says beside its jobs (claim_result_due).
+type claimNotes struct {
+	due    string // the "due:" payload of the keys it left out of tokens, or ""
+	passed int64  // the first keyed job it passed over that may be claimable now, or 0 (claimmore.go)
 }
 
 // settleTimeout bounds the settling of a claim whose outcome is unknown.
@@ -198,10 +207,10 @@ func claimTx(ctx context.Context, tx pgx.Tx, p readpast.ClaimParams) ([]*readpas
 	if err := tx.QueryRow(ctx, claimQueuesSQL, p.Queues).Scan(&p.Queues); err != nil {
 		return nil, opErr("claim", err)
 	}
-	jobs, due, err := claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
-	if err == nil && due != "" {
+	jobs, notes, err := claim(ctx, tx, pgx.QueryExecModeDescribeExec, claimSQL, p, uuid.NewString())
+	if err == nil && notes.due != "" {
 		// No store to announce it: tx does, when it commits.
-		if _, err := tx.Exec(ctx, notifyPayloadSQL, due); err != nil {
+		if _, err := tx.Exec(ctx, notifyPayloadSQL, notes.due); err != nil {
 			return nil, opErr("claim", err)
 		}
 	}

@@ -16,16 +16,16 @@ import (
 // for sessions whose default isolation is stricter. Each statement of the
 // routine then takes its snapshot after the one before it, which the pause
 // keys need (sql/claim_queues.sql).
-func claimReadCommitted(ctx context.Context, conn *pgxpool.Conn, mode pgx.QueryExecMode, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, due string, _ error) {
+func claimReadCommitted(ctx context.Context, conn *pgxpool.Conn, mode pgx.QueryExecMode, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, notes claimNotes, _ error) {
 	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		var err error
-		jobs, due, err = claim(ctx, tx, mode, claimRoutine.call, p, token, more...)
+		jobs, notes, err = claim(ctx, tx, mode, claimRoutine.call, p, token, more...)
 		return err
 	})
 	if err != nil {
-		return nil, "", opErr("claim", err)
+		return nil, claimNotes{}, opErr("claim", err)
 	}
-	return jobs, due, nil
+	return jobs, notes, nil
 }
 
 // notReadCommitted reports whether err is the claim routine's refusal to

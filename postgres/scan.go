@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,10 +149,12 @@ const claimChunk = 64
 // the claim_result fragment) and sets what the claim set on every job
 // alike, which the rows leave out: state running, the token, the worker,
 // and the lease from the claim's time. Jobs are allocated claimChunk at a
-// time rather than one by one. due is the payload of the row that lists
-// the next starts of the keys the claim left out of tokens (a row whose
-// id is NULL; claim_result_due), or "".
-func scanClaimed(rows pgx.Rows, p readpast.ClaimParams, token string) (jobs []*readpast.Job, due string, err error) {
+// time rather than one by one. The rows whose id is NULL are the claim's
+// notes (claim_result_due): due is the payload of the one that lists the
+// next starts of the keys the claim left out of tokens, or ""; passed is
+// the job id of the one that says "more:" (the first keyed job the claim
+// passed over that may be claimable now: claimmore.go), or 0.
+func scanClaimed(rows pgx.Rows, p readpast.ClaimParams, token string) (jobs []*readpast.Job, due string, passed int64, err error) {
 	var (
 		js    jobScanner
 		chunk []readpast.Job
@@ -159,7 +162,12 @@ func scanClaimed(rows pgx.Rows, p readpast.ClaimParams, token string) (jobs []*r
 	lease := time.Duration(p.Lease.Microseconds()) * time.Microsecond // as the statement reckons it
 	for rows.Next() {
 		if raw := rows.RawValues(); len(raw) > 0 && raw[0] == nil {
-			due = string(raw[len(raw)-1]) // text: the same bytes in either format
+			note := string(raw[len(raw)-1]) // text: the same bytes in either format
+			if id, ok := strings.CutPrefix(note, morePrefix); ok {
+				passed, _ = strconv.ParseInt(id, 10, 64)
+			} else {
+				due = note
+			}
 			continue
 		}
 		if len(chunk) == 0 {
@@ -168,14 +176,14 @@ func scanClaimed(rows pgx.Rows, p readpast.ClaimParams, token string) (jobs []*r
 		j := &chunk[0]
 		chunk = chunk[1:]
 		if err := js.scanClaim(rows, j); err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
 		if j.StartedAt == nil {
-			return nil, "", fmt.Errorf("claimed job %d: no started_at", j.ID)
+			return nil, "", 0, fmt.Errorf("claimed job %d: no started_at", j.ID)
 		}
 		until := j.StartedAt.Add(lease)
 		j.State, j.Token, j.Worker, j.LeaseExpiresAt = readpast.StateRunning, token, p.Worker, &until
 		jobs = append(jobs, j)
 	}
-	return jobs, due, rows.Err()
+	return jobs, due, passed, rows.Err()
 }

@@ -89,6 +89,7 @@ type Store struct {
 	// transactions of their own (claimReadCommitted).
 	claimInTx atomic.Bool
 
+	more   claimMore    // wakes claimers after short claims of keyed jobs (claimmore.go)
 	due    *wake.Alarm  // wakes claimers when jobs written for later become due (due.go)
 	dueOut dueAnnouncer // tells other processes those times
 	out    outbox       // the NOTIFYs sent after commits, which Close waits for (outbox.go)

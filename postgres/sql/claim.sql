@@ -140,6 +140,21 @@
 --   key's tokens is marked at that key's next start, under the same
 --   condition (a key that started a job is marked as usual, and the next
 --   claim reads on past the held job).
+-- passed / more: "more:" and a job id when keyed jobs this claim could
+--   not take may be claimable now: it marked a key again at a due time
+--   (left_heads), or due marks of keys it did not hold are among the
+--   first $3 + 1 due marks of one of its queues (another claim holds the
+--   mark, or another transaction the key's row, and neither wakes anybody
+--   when it ends). The store then has its claimers look again soon after
+--   a short claim (postgres/claimmore.go); the id, the first such job in
+--   claim order, tells it whether the same one is passed over again.
+--   The marks are read as the marks CTE reads them, without a lock, and
+--   at most $3 + 1 of them per queue; the held keys are looked up in a
+--   hashed subplan, not an array searched once per mark. Due is judged
+--   by statement_timestamp(), not now(): in a transaction begun before
+--   the call (claims in READ COMMITTED transactions of their own), a key
+--   another claim marked meanwhile at its own now() is due for the next
+--   claim, though not for this one's walk.
 --
 -- When no group of $1 is ready, the claim routine sends
 -- claim_ungrouped.sql instead: this statement's ungrouped branch alone.
@@ -450,5 +465,25 @@ announced AS (
     SELECT DISTINCT ON (h.group_key, h.queue) h.queue, h.priority, h.run_at, h.id, h.group_key
     FROM left_heads h
     ORDER BY h.group_key, h.queue, h.priority, h.run_at, h.id
+),
+passed AS (
+    SELECT m.job_id, m.priority, m.run_at
+    FROM open_queues q
+    CROSS JOIN LATERAL (
+        SELECT job_id, priority, run_at, group_key
+        FROM readpast_group_ready
+        WHERE queue = q.name AND run_at <= statement_timestamp()
+        ORDER BY priority, run_at, job_id
+        LIMIT $3 + 1
+    ) m
+    WHERE m.group_key NOT IN (SELECT group_key FROM held_first)
+    UNION ALL
+    SELECT id, priority, run_at FROM left_heads WHERE run_at <= statement_timestamp()
+),
+more AS (
+    SELECT 'more:' || job_id AS payload
+    FROM passed
+    ORDER BY priority, run_at, job_id
+    LIMIT 1
 )
 {{template "claim_result_due"}};

@@ -49,10 +49,12 @@ the client's CPU in a 1000-worker drain; without, 9% (docs/benchmarks.md).
 
 
 Its last column, due, is NULL on every job's row. claim_result_due
-(claim.sql, which expects a CTE due (payload text) of at most one row)
-adds a row whose columns are all NULL but due: the "due:" payload that
-lists the next starts of the keys the claim left out of tokens, which
-the store announces once the claim has committed (scanClaimed).
+(claim.sql, which expects CTEs due and more (payload text), each of at
+most one row) adds a row for each whose columns are all NULL but due: the
+"due:" payload that lists the next starts of the keys the claim left out
+of tokens, which the store announces once the claim has committed, and
+"more" when keyed jobs the claim could not take may be claimable now
+(scanClaimed, postgres/claimmore.go).
 */}}{{define "claim_columns"}}
 SELECT id, queue, kind, payload, priority, attempt, max_attempts, run_at,
        group_key, created_at, started_at, errors, unique_key, unique_until,
@@ -67,4 +69,8 @@ UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL, NULL, NULL, payload
 FROM due
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, payload
+FROM more
 ORDER BY priority, run_at, id{{end}}

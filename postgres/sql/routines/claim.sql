@@ -4,7 +4,10 @@ sql/fragments/claim_jobs.sql), and its body. When no group of the queues $1 has 
 claim's group branches would find nothing: it sends the ungrouped branch
 alone (sql/claim_ungrouped.sql, a plan of 28 nodes instead of
 sql/claim.sql's 91), and sql/claim.sql otherwise. The check reads the
-marks' claim-order index (queue first) up to the first due mark. Given a
+marks' claim-order index (queue first) up to the first due mark, due by
+the call's statement_timestamp(), so that a mark another claim wrote
+after this transaction began still gets sql/claim.sql, which says it
+passed it over (its "more" note). Given a
 start in claim order ($6 priority, $7 run_at; NULLs for none), the
 ungrouped claim starts there (sql/claim_ungrouped.sql rendered "from";
 postgres/claimfrom.go says when the store sends one). First of all, in
@@ -29,7 +32,7 @@ RETURNS TABLE (
         USING ERRCODE = 'RP001';
 END IF;
 kept_queues := ({{.Queues}});
-IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= now()) THEN
+IF EXISTS (SELECT 1 FROM readpast_group_ready WHERE queue = ANY ($1) AND run_at <= statement_timestamp()) THEN
 RETURN QUERY
 {{.Body}};
 ELSIF $6 IS NULL THEN
