@@ -528,7 +528,12 @@ func TestAdvMoreIdleStoreSleeps(t *testing.T) {
 	}
 	cs := &advMoreCounting{Store: s}
 	started := advMoreClient(t, cs, 4, "q")
-	time.Sleep(time.Second) // r:1's first job, the jobs without keys, the start's wake-ups
+	// r:1's first job and the jobs without keys start (slowly on a loaded
+	// machine), then the start's wake-ups pass.
+	for deadline := time.Now().Add(20 * time.Second); len(started) < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	n := len(started)
 	from := cs.claims.Load()
 	time.Sleep(3 * time.Second)
