@@ -87,10 +87,11 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 // two more arguments say where it starts, claimfrom.go), on q
 // in mode (Store.hotMode): the unnamed statement, which PostgreSQL plans
 // with the actual parameters every time, or the routine's call, whose
-// statement each server session plans once (see routines.go). due is the
-// "due:" payload listing the next starts of the keys the claim left out
-// of tokens, or "": the caller announces it once the claim has committed
-// (Store.announceDue).
+// statement each server session plans once (see routines.go). notes are
+// what the claim said beside its jobs, which the caller acts on once the
+// claim has committed: the "due:" payload of the keys it left out of
+// tokens (Store.announceDue), and the first keyed job it passed over
+// (Store.claimedKeys).
 func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, p readpast.ClaimParams, token string, more ...any) (jobs []*readpast.Job, notes claimNotes, _ error) {
 	args := append([]any{mode, p.Queues, p.Worker, int64(p.Limit), p.Lease.Microseconds(), token}, more...)
 	rows, err := q.Query(ctx, stmt, args...)
