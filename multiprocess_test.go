@@ -25,7 +25,13 @@ const (
 	envChildOut = "READPAST_MP_OUT"
 )
 
-const mpLease = time.Second
+// mpLease is the workers' lease. A job runs again without a kill when its
+// completion reaches the database after the lease: a completion waits for
+// a claim statement that locked its row while passing over it (claims.md,
+// "What a claim's locks cost others"), and under a loaded CI machine claims
+// and completions have taken over a second. Three seconds keeps those
+// waits inside the lease and the kill's jobs rescued soon.
+const mpLease = 3 * time.Second
 
 // TestMultiProcessWorkerChild is the body of one worker process; it does
 // nothing unless started by TestMultiProcessWorkers.

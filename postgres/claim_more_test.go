@@ -64,9 +64,20 @@ func TestShortKeyedClaimLooksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	// The client's claims, and the wake-ups of its store's listener
-	// starting, are over: it took k:2's job and passed k:1's mark over.
-	time.Sleep(500 * time.Millisecond)
+	// The client takes k:2's job and passes k:1's mark over; a loaded
+	// machine may take seconds to plan its first claim. Then the wake-ups
+	// of its store's listener starting are given time to be over.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := started["k:2"]
+		mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
 	mu.Lock()
 	if started["k:2"] != 1 || started["k:1"] != 0 {
 		mu.Unlock()
