@@ -33,7 +33,11 @@ func jobBytes(j *readpast.Job) int {
 // be asked for bytes, only for a number of jobs; so the first call asks
 // for as many jobs as fit in the budget if each were as large as the
 // largest request body the server accepts, and later calls for as many as
-// fit if each were as large as the largest job seen so far.
+// fit if each were as large as the largest job seen so far, and one more
+// each time: a call that comes back short needs no other, and without the
+// one more, the first call of a claim under the default limits asked for
+// a single job, so every claim that found one job made a second, empty,
+// store call.
 type pager struct {
 	budget  int // bytes a response may hold
 	worst   int // the largest job expected before one is seen
@@ -50,14 +54,16 @@ func newPager(budget, worst int) *pager {
 }
 
 // next is how many jobs the next store call should ask for, when want are
-// still wanted: at least 1.
+// still wanted: as many as fit in what is left of the budget at the
+// estimated size, and one more, which may take the rows loaded over it by
+// that one job.
 func (p *pager) next(want int) int {
 	est := p.worst
 	if p.largest > 0 {
 		est = p.largest
 	}
-	left := p.budget - p.buf.Len()
-	return max(1, min(want, left/est))
+	left := max(p.budget-p.buf.Len(), 0)
+	return min(want, left/est+1)
 }
 
 // add encodes v, the wire form of job j, into the response unless the

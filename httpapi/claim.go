@@ -54,9 +54,12 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		pg, jobs, err := s.claimBatch(r, args.Params, args.ParentResults)
 		if w != nil {
-			s.waiters.done(w, len(jobs) > 0)
+			s.waiters.claiming(w)
+		}
+		pg, jobs, short, err := s.claimBatch(r, args.Params, args.ParentResults)
+		if w != nil {
+			s.waiters.done(w, len(jobs) > 0 && !short, err != nil)
 		}
 		if err != nil {
 			s.writeStoreError(rw, r, err)
@@ -98,23 +101,23 @@ func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, d
 
 // claimBatch claims up to p.Limit jobs for r within the response budget,
 // in store calls sized by a pager, and returns them encoded in the pager.
-// It stops when a call returns fewer jobs than asked or the budget is full;
+// It stops when a call returns fewer jobs than asked (short: the store had
+// no more to give then) or the budget is full;
 // jobs claimed that do not fit are released at once, unworked. It returns
 // an error only when it claimed nothing: a later call's error ends the
 // batch with the jobs claimed so far, which the client must get. With
 // parents, each job that runs after others carries its parents' results,
 // read in one statement per store call (parentResultsOf); a failed read
 // releases that call's jobs.
-func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents bool) (*pager, []*readpast.Job, error) {
-	pg := newPager(s.maxResp, int(s.maxBody))
-	var claimed []*readpast.Job
+func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents bool) (pg *pager, claimed []*readpast.Job, short bool, err error) {
+	pg = newPager(s.maxResp, int(s.maxBody))
 	for want := p.Limit; want > 0 && !pg.full; {
 		q := p
 		q.Limit = pg.next(want)
 		jobs, err := s.claimOnce(r, q)
 		if err != nil {
 			if len(claimed) == 0 {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			s.log.WarnContext(r.Context(), "claim: a later batch failed; answering with the jobs so far", slog.Any("error", err))
 			break
@@ -124,7 +127,7 @@ func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents boo
 			if results, err = s.parentResultsOf(r, jobs); err != nil {
 				s.releaseJobs(r.Context(), jobs, "release claimed jobs whose parents' results could not be read")
 				if len(claimed) == 0 {
-					return nil, nil, err
+					return nil, nil, false, err
 				}
 				s.log.WarnContext(r.Context(), "claim: reading parent results failed; answering with the jobs so far", slog.Any("error", err))
 				break
@@ -138,7 +141,7 @@ func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents boo
 			added, err := pg.add(j, wj)
 			if err != nil {
 				s.releaseJobs(r.Context(), append(claimed, jobs[i:]...), "release claimed jobs that could not be encoded")
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			if added {
 				claimed = append(claimed, j)
@@ -148,11 +151,12 @@ func (s *server) claimBatch(r *http.Request, p readpast.ClaimParams, parents boo
 		}
 		s.releaseJobs(r.Context(), over, "release claimed jobs over the response budget")
 		if len(jobs) < q.Limit {
+			short = true
 			break
 		}
 		want -= len(jobs)
 	}
-	return pg, claimed, nil
+	return pg, claimed, short, nil
 }
 
 // claimOnce makes one Store.Claim call for r and records its metrics. The

@@ -30,6 +30,8 @@ type testEnv struct {
 	reg   *prometheus.Registry
 	// token is sent as the bearer token when not empty.
 	token string
+	// server is the handler, for tests that look inside it.
+	server *server
 }
 
 // newEnv starts a handler on a fresh SQLite store. mut may adjust the
@@ -79,7 +81,7 @@ func newEnvOn(t *testing.T, store readpast.Store, mut func(*Config)) *testEnv {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testEnv{t: t, store: store, srv: srv, reg: cfg.Registry}
+	return &testEnv{t: t, store: store, srv: srv, reg: cfg.Registry, server: h.(*server)}
 }
 
 // do sends a request and returns the status and body.

@@ -31,9 +31,10 @@ const (
 // waiters take turns, oldest first: a wake-up from the store (any job may
 // have become claimable) or the fallback poll (every poll interval, for
 // jobs that become claimable without one, such as a run_at passing) gives
-// the turn to the group's oldest waiter, which claims. When it gets jobs it
-// leaves and the next waiter claims at once, as more jobs may be waiting;
-// when it gets none, the group waits for the next wake-up or poll. So one
+// the turn to the group's oldest waiter, which claims. When it gets every
+// job it asked for it leaves and the next waiter claims at once, as more
+// jobs may be waiting; when it gets fewer or none, the group waits for the
+// next wake-up or poll. So one
 // claim is in flight per group at most, at most maxProbes in all, and the
 // fallback poll makes at most one claim per group per interval and
 // maxPollsPerTick per interval overall.
@@ -57,8 +58,10 @@ type waitGroup struct {
 	key       string
 	queue     []*waiter // oldest first
 	holder    *waiter   // holds the turn: claiming, or about to
+	claiming  int       // claims of its waiters in flight, for a turn or on their own
 	due       bool      // give a turn as soon as possible
 	lastProbe time.Time // when the group last learned its queues' state
+	idleSince time.Time // when its last waiter left, while it has none
 }
 
 // waiter is one waiting claim.
@@ -117,16 +120,42 @@ func (h *waiters) claimFirst(w *waiter) bool {
 	return g.due || g.lastProbe.IsZero() || time.Since(g.lastProbe) >= h.poll
 }
 
-// done records that w claimed (for its turn, or on its own) and whether it
-// got jobs; when it did, the next waiter of the group claims at once.
-func (h *waiters) done(w *waiter, found bool) {
+// claiming records that w begins a claim, for its turn or on its own.
+// While a claim of a group is in flight, no turn is handed out in it: a
+// wake-up that comes meanwhile, for a job that claim may not see, leaves
+// the group due, and a turn goes out once the claim is done. (Handed to a
+// waiter whose own claim was in flight, the turn was used up by that
+// claim, and a job committed after its statement waited for the poll.)
+func (h *waiters) claiming(w *waiter) {
+	h.mu.Lock()
+	w.g.claiming++
+	h.mu.Unlock()
+}
+
+// done records that w claimed (for its turn, or on its own), whether the
+// claim failed, and whether more may be claimable: it got every job it
+// asked for. Then the next
+// waiter of the group claims at once. A claim that got fewer found the
+// queues drained as of its statement; a job that becomes claimable after
+// that wakes the group (markAll), also while this claim is in flight, and
+// one that a keyed claim passed over is looked for again by the store
+// (postgres/claimmore.go), which wakes it too. Claiming at once after such
+// a claim finds nothing: with one job enqueued at a time, every job cost
+// a second, empty, claim.
+func (h *waiters) done(w *waiter, more, failed bool) {
 	h.mu.Lock()
 	g := w.g
+	g.claiming--
 	if g.holder == w {
 		g.holder = nil
 	}
 	g.lastProbe = time.Now()
-	if found {
+	if failed {
+		// It learned nothing: a waiter that joins claims first, as it
+		// would in a group made anew, and the poll looks at its next tick.
+		g.lastProbe = time.Time{}
+	}
+	if more {
 		g.due = true
 	}
 	h.mu.Unlock()
@@ -143,15 +172,35 @@ func (h *waiters) leave(w *waiter) {
 	if g.holder == w {
 		g.holder, g.due = nil, true
 	}
-	if len(g.queue) == 0 && g.holder == nil && h.groups[g.key] == g {
-		delete(h.groups, g.key)
-	}
-	if len(h.groups) == 0 && h.stop != nil {
-		h.stop()
-		h.stop, h.ready = nil, nil
+	if len(g.queue) == 0 && g.holder == nil {
+		// Kept for about a poll interval (prune), with what it last learned
+		// and the wake-ups it gets meanwhile: a worker that took a job
+		// asks again at once, and a group made anew would claim before
+		// it waits, finding nothing when no job came since.
+		g.idleSince = time.Now()
+		time.AfterFunc(h.poll, h.poke) // prune it then
 	}
 	h.mu.Unlock()
 	h.poke()
+}
+
+// prune drops the groups that have had no waiter for a poll interval, and
+// ends the dispatcher (cancel) when none is left. It reports whether the
+// dispatcher ends.
+func (h *waiters) prune(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, g := range h.groups {
+		if len(g.queue) == 0 && g.holder == nil && g.claiming == 0 && now.Sub(g.idleSince) >= h.poll {
+			delete(h.groups, key)
+		}
+	}
+	if len(h.groups) > 0 || h.stop == nil {
+		return false
+	}
+	h.stop()
+	h.stop, h.ready = nil, nil
+	return true
 }
 
 // poke wakes the dispatcher without blocking.
@@ -191,6 +240,9 @@ func (h *waiters) run(ctx context.Context, ready chan struct{}) {
 			h.markPolls()
 		case <-h.kick:
 		}
+		if h.prune(time.Now()) {
+			return
+		}
 		h.dispatch()
 	}
 }
@@ -215,7 +267,10 @@ func (h *waiters) markPolls() {
 	cutoff := time.Now().Add(-h.poll / 2)
 	var stale []*waitGroup
 	for _, g := range h.groups {
-		if !g.due && g.holder == nil && !g.lastProbe.After(cutoff) {
+		// A group without waiters is kept only for what it learned
+		// (prune); a waiter that joins it claims first once that is a
+		// poll interval old (claimFirst).
+		if !g.due && g.holder == nil && len(g.queue) > 0 && !g.lastProbe.After(cutoff) {
 			stale = append(stale, g)
 		}
 	}
@@ -240,7 +295,7 @@ func (h *waiters) dispatch() {
 		if inFlight >= maxProbes {
 			return
 		}
-		if !g.due || g.holder != nil || len(g.queue) == 0 {
+		if !g.due || g.holder != nil || g.claiming > 0 || len(g.queue) == 0 {
 			continue
 		}
 		w := g.queue[0]

@@ -64,10 +64,10 @@ func (c *enqueueCols) copies() bool {
 	return true
 }
 
-// copyJobs writes cols in tx with COPY (see copyMinJobs); notify says
-// whether tx sends the wake-up NOTIFY when it commits. Its errors are the
+// copyJobs writes cols in tx with COPY (see copyMinJobs); notify is the
+// payload of the wake-up NOTIFY tx sends when it commits, nil for none. Its errors are the
 // driver's, for the caller to wrap.
-func copyJobs(ctx context.Context, tx pgx.Tx, cols *enqueueCols, notify bool) ([]*readpast.Job, error) {
+func copyJobs(ctx context.Context, tx pgx.Tx, cols *enqueueCols, notify *string) ([]*readpast.Job, error) {
 	n := cols.jobs()
 	var (
 		now time.Time
@@ -127,17 +127,19 @@ func copyJobs(ctx context.Context, tx pgx.Tx, cols *enqueueCols, notify bool) ([
 // (as Store.insert does).
 func (s *Store) copyInsert(ctx context.Context, cols *enqueueCols) ([]*readpast.Job, error) {
 	notify := s.notify.due()
+	payload := s.ownWake(notify)
 	var out []*readpast.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		out, err = copyJobs(ctx, tx, cols, notify)
+		out, err = copyJobs(ctx, tx, cols, payload)
 		return err
 	})
 	if err != nil {
+		s.enqueueFailed(payload) // the commit's answer may be what was lost
 		return nil, opErr("enqueue", err)
 	}
 	if !notify {
-		s.notify.trail()
+		s.notify.trail(true)
 	}
 	return out, nil
 }

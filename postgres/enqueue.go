@@ -158,17 +158,18 @@ func (c *enqueueCols) keyedArgs() []any {
 		c.traceparents, c.tracestates, c.moreKeys}
 }
 
-// insertArgs are the parameters of sql/enqueue.sql; notify is its
-// notify flag.
-func (c *enqueueCols) insertArgs(notify bool) []any {
+// insertArgs are the parameters of sql/enqueue.sql; notify is the
+// payload of its NOTIFY, nil for none.
+func (c *enqueueCols) insertArgs(notify *string) []any {
 	return []any{c.queues, c.kinds, c.payloads, c.prios, c.runAt, c.maxAtt, c.groups, c.tags, notify,
 		c.traceparents, c.tracestates, c.moreKeys}
 }
 
-// enqueue runs sql/enqueue.sql (or the keyed enqueue) on q. notify says
-// whether the statement sends the wake-up NOTIFY itself (see notifier);
-// keyed enqueues always do.
-func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, notify bool) ([]*readpast.Job, error) {
+// enqueue runs sql/enqueue.sql (or the keyed enqueue) on q. notify is the
+// payload of the wake-up NOTIFY the statement sends itself, nil for none
+// (see notifier and echoes); keyed enqueues always send one that every
+// listener acts on.
+func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, notify *string) ([]*readpast.Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -191,7 +192,7 @@ func enqueue(ctx context.Context, q querier, jobs []readpast.EnqueueParams, noti
 
 // insertJobs runs sql/enqueue.sql on q for jobs without unique keys, laid
 // out; notify as for enqueue.
-func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify bool) ([]*readpast.Job, error) {
+func insertJobs(ctx context.Context, q querier, cols *enqueueCols, notify *string) ([]*readpast.Job, error) {
 	rows, err := q.Query(ctx, enqueueSQL, cols.insertArgs(notify)...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
@@ -211,10 +212,15 @@ func (s *Store) insert(ctx context.Context, cols *enqueueCols) ([]*readpast.Job,
 	if cols.copies() {
 		return s.copyInsert(ctx, cols)
 	}
+	// Store.Enqueue wakes this store's claimers once the jobs committed.
 	notify := s.notify.due()
-	out, err := insertJobs(ctx, s.pool, cols, notify)
-	if err == nil && !notify {
-		s.notify.trail()
+	payload := s.ownWake(notify)
+	out, err := insertJobs(ctx, s.pool, cols, payload)
+	switch {
+	case err != nil:
+		s.enqueueFailed(payload)
+	case !notify:
+		s.notify.trail(true)
 	}
 	return out, err
 }
@@ -233,7 +239,7 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 	case oneKeyOnly(jobs):
 		// One key and nothing else: a round that does not settle it
 		// changed nothing, so no transaction is needed around the rounds.
-		out, err = enqueue(ctx, s.pool, jobs, true)
+		out, err = enqueue(ctx, s.pool, jobs, everyone())
 	case anyKey(jobs):
 		out, err = retryDeadlock(ctx, func() ([]*readpast.Job, error) {
 			var out []*readpast.Job
@@ -268,7 +274,9 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 // only if tx commits. Workers are woken when it commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	defer s.claimFrom.ahead() // its jobs' run_at is tx's start (claimfrom.go)
-	out, err := enqueue(ctx, tx, jobs, true)
+	// The NOTIFY is sent at tx's commit, which this store does not see:
+	// its own listener wakes its claimers then.
+	out, err := enqueue(ctx, tx, jobs, everyone())
 	if err == nil {
 		s.dueLater(out, true) // if tx commits; a spurious alarm costs a claim
 	}

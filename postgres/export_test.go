@@ -150,3 +150,11 @@ const CopyMinJobs = copyMinJobs
 // FoldCounts folds every count delta written so far into the counts, as
 // Tidy does first (foldCounts).
 func (s *Store) FoldCounts(ctx context.Context) error { return s.foldCounts(ctx) }
+
+// EchoPayload is what the NOTIFY of s's own enqueues says (a trailing
+// one; one sent in an enqueue's statement adds ":" and a number), which
+// s's listener passes over (echoes).
+func EchoPayload(s *Store) string { return s.echoes.prefix }
+
+// FlushNotify sends s's trailing NOTIFY now if one is scheduled.
+func FlushNotify(s *Store) { s.notify.flush() }

@@ -69,6 +69,9 @@ func (s *Store) listenConn(ctx context.Context) error {
 			// passed (flows' released children): the next claim is
 			// a full one, then the claimers wake.
 			s.pendingAgain()
+		case s.echoes.passOver(n.Payload):
+			// This store's own enqueue, whose claimers it woke itself
+			// once the enqueue committed.
 		case n.Payload == backlogPayload:
 			// A parent left edges to the resolver: wake it.
 			select {

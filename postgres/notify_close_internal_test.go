@@ -35,7 +35,7 @@ func TestNotifierOutboxStress(t *testing.T) {
 			sends atomic.Int64
 		)
 		n := &notifier{every: time.Millisecond}
-		n.send = func() {
+		n.send = func(bool) {
 			out.run(func() {
 				lastS.Store(clk.Add(1))
 				sends.Add(1)
@@ -58,7 +58,7 @@ func TestNotifierOutboxStress(t *testing.T) {
 					}
 					switch (g + i) % 5 {
 					case 0, 1:
-						n.trail()
+						n.trail(g%2 == 0)
 						v := clk.Add(1)
 						for {
 							old := lastTrail.Load()
@@ -171,7 +171,7 @@ func TestCloseWithTheDatabaseUnreachable(t *testing.T) {
 	}
 	defer pool.Close()
 	s := New(pool)
-	s.notify.trail()
+	s.notify.trail(false)
 	s.dueOut.add(time.Now().Add(time.Hour))
 	s.announceDue(duePayload([]int64{time.Now().Add(time.Hour).UnixMicro()}))
 	s.announceUpcoming()

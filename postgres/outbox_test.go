@@ -48,7 +48,7 @@ func TestOutboxWakeBetweenFlushAndClose(t *testing.T) {
 		t.Run(fmt.Sprintf("callStillInWhenCloseWaits=%v", stayIn), func(t *testing.T) {
 			s := outboxStore(t, false)
 			var ran atomic.Int32
-			s.notify.send = func() { s.out.run(func() { ran.Add(1) }) }
+			s.notify.send = func(bool) { s.out.run(func() { ran.Add(1) }) }
 			s.notify.every = 100 * time.Millisecond // the real 5 ms only makes the window shorter
 
 			leave := s.out.enter() // the Complete, entered before Close
@@ -92,7 +92,7 @@ func TestOutboxSendEndsBeforeCloseReturns(t *testing.T) {
 	for range rounds {
 		s := outboxStore(t, false)
 		var ended atomic.Bool
-		s.out.run(func() { s.sendNotify(); ended.Store(true) }) // dials the blackhole, hangs in start-up
+		s.out.run(func() { s.sendNotify(false); ended.Store(true) }) // dials the blackhole, hangs in start-up
 		began := time.Now()
 		s.Close()
 		took := time.Since(began)

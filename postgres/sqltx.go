@@ -25,7 +25,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, enqueueSQL, cols.insertArgs(true)...)
+	rows, err := tx.QueryContext(ctx, enqueueSQL, cols.insertArgs(everyone())...)
 	if err != nil {
 		return nil, opErr("enqueue", err)
 	}

@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -79,6 +80,7 @@ type Store struct {
 	rescueFrom rescueFrom // where the next lease-expiry scan starts (claimfrom.go)
 
 	notify *notifier // coalesces Enqueue's wake-ups of other processes
+	echoes *echoes   // lets its listener pass over the NOTIFY of its own enqueues
 	enq    *enqueuer // coalesces concurrent Enqueue calls into shared statements
 
 	// bulkWait bounds how long a bulk action waits, in all, for rows
@@ -189,7 +191,8 @@ func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, closeCtx: ctx, close: cancel, hub: wake.New(), backlog: make(chan struct{}, 1),
 		hotMode:     hotExecMode(pool.Config().ConnConfig.DefaultQueryExecMode),
 		routineMode: routineExecMode(pool.Config().ConnConfig.DefaultQueryExecMode)}
-	s.notify = &notifier{every: notifyEvery, send: func() { s.out.run(s.sendNotify) }}
+	s.echoes = &echoes{prefix: echoPrefix + uuid.NewString()}
+	s.notify = &notifier{every: notifyEvery, send: func(own bool) { s.out.run(func() { s.sendNotify(own) }) }}
 	s.enq = &enqueuer{write: s.insert}
 	s.claimFrom.wake = s.hub.Broadcast
 	s.due = wake.NewAlarm(s.pendingAgain)

@@ -6,9 +6,10 @@
 -- count (count_changes). It touches no group row, so it never waits on a
 -- claim, a finisher, or another enqueue, whether or not their
 -- transactions are open. A NULL run-at means now on the database's clock,
--- the clock claims compare with. When $9 is true, the NOTIFY that wakes
--- other processes' workers is delivered when the caller's transaction
--- commits, coalesced per transaction; when false, the caller sends it
+-- the clock claims compare with. When $9 is not NULL, the NOTIFY that
+-- wakes other processes' workers, with $9 as its payload (Store.wake), is
+-- delivered when the caller's transaction commits, coalesced per
+-- transaction; when NULL, the caller sends it
 -- (Store.Enqueue coalesces it across enqueues: postgres/notify.go). $10
 -- and $11 hold each job's creation context (traceparent, tracestate):
 -- NULL arrays when no job has one, which unnest pads with NULLs. $12
@@ -37,7 +38,7 @@ changes AS (
 {{template "mark_enqueued"}},
 {{template "tag_enqueued"}},
 notified AS (
-    SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM input LIMIT 1) n WHERE $9::boolean
+    SELECT pg_notify('readpast', $9::text) FROM (SELECT 1 FROM input LIMIT 1) n WHERE $9::text IS NOT NULL
 )
 SELECT id, queue, kind, payload, priority, 'pending'::text, attempt, max_attempts, run_at,
        group_key, NULL::text, NULL::timestamptz, worker, created_at, started_at,

@@ -2,8 +2,8 @@
 -- (postgres/copy.go), in the same transaction: the count of each queue's
 -- new pending jobs ($1 queues, $2 counts), the tag rows of the jobs that
 -- have tags ($3 ids, $4 their tags joined by spaces), and, when $5 is
--- true, the NOTIFY that wakes other processes' workers when the
--- transaction commits. Like sql/enqueue.sql, it only inserts (fresh ids,
+-- not NULL, the NOTIFY that wakes other processes' workers when the
+-- transaction commits, with $5 as its payload (postgres/notify.go). Like sql/enqueue.sql, it only inserts (fresh ids,
 -- delta rows): it never waits on a claim, a finisher or another enqueue.
 WITH changes AS (
     SELECT queue, 'pending' AS state, n FROM unnest($1::text[], $2::bigint[]) AS c(queue, n)
@@ -14,6 +14,6 @@ inserted AS (
 ),
 {{template "tag_enqueued"}},
 notified AS (
-    SELECT pg_notify('readpast', '') WHERE $5::boolean
+    SELECT pg_notify('readpast', $5::text) WHERE $5::text IS NOT NULL
 )
 SELECT count(*) FROM notified;

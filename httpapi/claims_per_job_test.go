@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+)
+
+// waitingIn waits until the group of queue holds n waiting requests and
+// is settled: no claim in flight and no turn due.
+func waitingIn(t *testing.T, e *testEnv, queue string, n int) {
+	t.Helper()
+	h := e.server.waiters
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h.mu.Lock()
+		g := h.groups[groupKey([]string{queue})]
+		settled := g != nil && len(g.queue) == n && g.holder == nil && !g.due
+		h.mu.Unlock()
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests did not come to wait for %s within 20 s", n, queue)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// claimAsync sends a long-polling claim of up to limit jobs of queue and
+// returns a channel of what it got.
+func claimAsync(e *testEnv, queue string, limit int) <-chan []Job {
+	got := make(chan []Job, 1)
+	go func() {
+		status, b := e.do("POST", "/v1/claim", `{"worker":"w","queues":["`+queue+`"],"limit":`+itoa(int64(limit))+`,"wait_seconds":20}`)
+		var r JobsResponse
+		if status == 200 {
+			_ = json.Unmarshal(b, &r)
+		}
+		got <- r.Jobs
+	}()
+	return got
+}
+
+// TestOneClaimPerJobEnqueuedOneAtATime: a worker that asks again as soon
+// as it got a job, with jobs enqueued one at a time, costs the store one
+// claim a job. Each of these made a second claim, which found nothing:
+// the first store call of a claim asking for one job under the default
+// byte budget (so a claim that got it called again), a group made anew
+// for each request after its last waiter left (so each request claimed
+// on arrival), and the next waiter claiming at once after a claim that
+// got fewer jobs than it asked for.
+//
+// On PostgreSQL the store's own enqueue no longer wakes its claimers a
+// second time when its NOTIFY comes back (postgres.Store.wake): that echo
+// made the next request claim on arrival too.
+func TestOneClaimPerJobEnqueuedOneAtATime(t *testing.T) {
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			cs := &countingStore{}
+			mut := func(c *Config) {
+				cs.Store = c.Store
+				c.Store = cs
+				c.PollInterval = time.Hour // wake-ups only
+			}
+			if store == "sqlite" {
+				oneClaimPerJob(t, newEnv(t, mut), cs, 0)
+				return
+			}
+			e := newPostgresEnv(t, mut)
+			listening(t, e.store.(*postgres.Store))
+			// A short claim may set a look of its own (the full claim
+			// from the head that claim positions make every second):
+			// one more claim, now and then.
+			oneClaimPerJob(t, e, cs, 2)
+		})
+	}
+}
+
+// listening returns once s's listener hands over a NOTIFY: the wake-ups
+// of its start are over.
+func listening(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	if _, err := s.Subscribe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := s.Pool().Exec(t.Context(), "SELECT pg_notify('readpast', 'backlog')"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.FlowBacklog():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store's listener did not start within 20 s")
+		}
+	}
+}
+
+// oneClaimPerJob runs the scenarios on e, allowing slack claims more than
+// one a job.
+func oneClaimPerJob(t *testing.T, e *testEnv, cs *countingStore, slack int64) {
+	ctx := t.Context()
+	enqueue := func() {
+		t.Helper()
+		if _, err := e.store.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "one"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// One worker: ask, wait, get the job, ask again.
+	const jobs = 20
+	first := claimAsync(e, "one", 8)
+	waitingIn(t, e, "one", 1)
+	before := cs.claims.Load() // the first request's claim on arrival
+	got := first
+	for i := range jobs {
+		enqueue()
+		if js := <-got; len(js) != 1 {
+			t.Fatalf("job %d: the waiting claim got %d jobs, want 1", i, len(js))
+		}
+		if i < jobs-1 {
+			got = claimAsync(e, "one", 8)
+			waitingIn(t, e, "one", 1)
+		}
+	}
+	if n := cs.claims.Load() - before; n < jobs || n > jobs+slack {
+		t.Errorf("one worker: %d jobs enqueued one at a time cost %d store claims, want %d (up to %d more)", jobs, n, jobs, slack)
+	}
+
+	// Two waiting requests: the one whose claim got fewer jobs than it
+	// asked for leaves the other waiting, without a claim.
+	a, b := claimAsync(e, "two", 8), claimAsync(e, "two", 8)
+	waitingIn(t, e, "two", 2)
+	before = cs.claims.Load()
+	if _, err := e.store.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	var rest <-chan []Job
+	select {
+	case js := <-a:
+		if len(js) != 1 {
+			t.Fatalf("a waiting claim got %d jobs, want 1", len(js))
+		}
+		rest = b
+	case js := <-b:
+		if len(js) != 1 {
+			t.Fatalf("a waiting claim got %d jobs, want 1", len(js))
+		}
+		rest = a
+	}
+	waitingIn(t, e, "two", 1)
+	if _, err := e.store.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "two"}}); err != nil {
+		t.Fatal(err)
+	}
+	if js := <-rest; len(js) != 1 {
+		t.Fatalf("the other waiting claim got %d jobs, want 1", len(js))
+	}
+	if n := cs.claims.Load() - before; n < 2 || n > 2+slack {
+		t.Errorf("two waiters: 2 jobs enqueued one at a time cost %d store claims, want 2 (up to %d more)", n, slack)
+	}
+}
