@@ -54,13 +54,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		if w != nil {
-			s.waiters.claiming(w)
-		}
-		pg, jobs, short, err := s.claimBatch(r, args.Params, args.ParentResults)
-		if w != nil {
-			s.waiters.done(w, len(jobs) > 0 && !short, err != nil)
-		}
+		pg, jobs, err := s.claimWaiting(r, w, args.Params, args.ParentResults)
 		if err != nil {
 			s.writeStoreError(rw, r, err)
 			return
@@ -97,6 +91,26 @@ func (s *server) awaitTurn(rw http.ResponseWriter, r *http.Request, w *waiter, d
 		return true
 	}
 	return false
+}
+
+// claimWaiting is claimBatch for a request waiting as w (nil when it does
+// not wait), telling w's group that a claim is in flight, and once it is
+// done (or panicked), what it learned.
+func (s *server) claimWaiting(r *http.Request, w *waiter, p readpast.ClaimParams, parents bool) (*pager, []*readpast.Job, error) {
+	if w == nil {
+		pg, jobs, _, err := s.claimBatch(r, p, parents)
+		return pg, jobs, err
+	}
+	s.waiters.claiming(w)
+	var (
+		jobs   []*readpast.Job
+		short  bool
+		failed = true
+	)
+	defer func() { s.waiters.done(w, len(jobs) > 0 && !short, failed) }()
+	pg, jobs, short, err := s.claimBatch(r, p, parents)
+	failed = err != nil
+	return pg, jobs, err
 }
 
 // claimBatch claims up to p.Limit jobs for r within the response budget,

@@ -151,9 +151,11 @@ func (h *waiters) done(w *waiter, more, failed bool) {
 	}
 	g.lastProbe = time.Now()
 	if failed {
-		// It learned nothing: a waiter that joins claims first, as it
-		// would in a group made anew, and the poll looks at its next tick.
-		g.lastProbe = time.Time{}
+		// It learned nothing, and may have used up a wake-up's turn: the
+		// next waiter claims at once (a failed request answers and
+		// leaves, so failures do not go round), and one that joins claims
+		// first, as in a group made anew.
+		g.lastProbe, g.due = time.Time{}, true
 	}
 	if more {
 		g.due = true

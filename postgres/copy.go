@@ -135,7 +135,7 @@ func (s *Store) copyInsert(ctx context.Context, cols *enqueueCols) ([]*readpast.
 		return err
 	})
 	if err != nil {
-		s.enqueueFailed(payload) // the commit's answer may be what was lost
+		s.enqueueFailed(payload, err) // the commit's answer may be what was lost
 		return nil, opErr("enqueue", err)
 	}
 	if !notify {

@@ -218,7 +218,7 @@ func (s *Store) insert(ctx context.Context, cols *enqueueCols) ([]*readpast.Job,
 	out, err := insertJobs(ctx, s.pool, cols, payload)
 	switch {
 	case err != nil:
-		s.enqueueFailed(payload)
+		s.enqueueFailed(payload, err)
 	case !notify:
 		s.notify.trail(true)
 	}

@@ -204,14 +204,20 @@ func (s *Store) ownWake(due bool) *string {
 }
 
 // enqueueFailed wakes this store's claimers after an Enqueue that returned
-// an error, which may have committed or may commit later: at once, and
-// when the NOTIFY its statement sent (payload, nil for none) comes back;
-// a trailing NOTIFY covers the other processes when it sent none.
-func (s *Store) enqueueFailed(payload *string) {
+// err: at once, and, when its outcome is unknown (it may have committed,
+// or may commit later), when the NOTIFY its statement sent (payload, nil
+// for none) comes back; a trailing NOTIFY covers the other processes when
+// it sent none. A statement that failed with an error of the server's
+// rolled back, and one that was never sent did nothing: neither is kept
+// among the failed, which hold the last maxFailedEchoes.
+func (s *Store) enqueueFailed(payload *string, err error) {
+	s.hub.Broadcast()
+	if !outcomeUnknown(err) {
+		return
+	}
 	if payload != nil {
 		s.echoes.fail(*payload)
 	} else {
 		s.notify.trail(false)
 	}
-	s.hub.Broadcast()
 }
