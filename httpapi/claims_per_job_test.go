@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,21 +14,13 @@ import (
 // is settled: no claim in flight and no turn due.
 func waitingIn(t *testing.T, e *testEnv, queue string, n int) {
 	t.Helper()
-	h := e.server.waiters
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		h.mu.Lock()
-		g := h.groups[groupKey([]string{queue})]
-		settled := g != nil && len(g.queue) == n && g.holder == nil && !g.due
-		h.mu.Unlock()
-		if settled {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests did not come to wait for %s within 20 s", n, queue)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	advUntil(t, fmt.Sprintf("%d requests waiting for %s", n, queue), func() bool {
+		settled := false
+		advGroup(e, queue, func(g *waitGroup) {
+			settled = g != nil && len(g.queue) == n && g.holder == nil && !g.due
+		})
+		return settled
+	})
 }
 
 // claimAsync sends a long-polling claim of up to limit jobs of queue and
@@ -66,15 +59,16 @@ func TestOneClaimPerJobEnqueuedOneAtATime(t *testing.T) {
 				c.Store = cs
 				c.PollInterval = time.Hour // wake-ups only
 			}
+			// A wake-up of the store's own now and then (on PostgreSQL,
+			// the full claim from the head that claim positions make
+			// every second) costs one more claim: 21 of 20 was seen on
+			// both stores. Each cause of a second claim a job gave 39-58.
 			if store == "sqlite" {
-				oneClaimPerJob(t, newEnv(t, mut), cs, 0)
+				oneClaimPerJob(t, newEnv(t, mut), cs, 2)
 				return
 			}
 			e := newPostgresEnv(t, mut)
 			listening(t, e.store.(*postgres.Store))
-			// A short claim may set a look of its own (the full claim
-			// from the head that claim positions make every second):
-			// one more claim, now and then.
 			oneClaimPerJob(t, e, cs, 2)
 		})
 	}

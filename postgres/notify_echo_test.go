@@ -11,7 +11,6 @@ import (
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
 	"github.com/readpast/readpast/postgres"
-	"github.com/readpast/readpast/storetest/pgharness"
 )
 
 // TestOwnEnqueueWakesItsClaimersOnce: a store wakes its own claimers when
@@ -29,68 +28,8 @@ import (
 func TestOwnEnqueueWakesItsClaimersOnce(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
-	a, b := pgharness.Open(t, url), pgharness.Open(t, url)
-	defer a.Close()
-	defer b.Close()
-	subA, err := a.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subB, err := b.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := a.Pool()
-	notify := func(payload string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, "SELECT pg_notify('readpast', $1)", payload); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// heard waits for a store's listener to hand over a "backlog" NOTIFY.
-	heard := func(s *postgres.Store, within time.Duration) bool {
-		select {
-		case <-s.FlowBacklog():
-			return true
-		case <-time.After(within):
-			return false
-		}
-	}
-	woke := func(sub <-chan struct{}) bool {
-		select {
-		case <-sub:
-			return true
-		default:
-			return false
-		}
-	}
-	// Both listeners are up once both hear one NOTIFY. Each round waits
-	// on both, so that no hand-over is left pending for a later round (a
-	// listener not yet up never gets that round's NOTIFY).
-	for round := 0; ; round++ {
-		if round == 10 {
-			t.Fatal("the stores' listeners did not start within 10 rounds")
-		}
-		notify("backlog")
-		heardA := heard(a, 2*time.Second)
-		heardB := heard(b, 2*time.Second)
-		if heardA && heardB {
-			break
-		}
-	}
-	// settle returns once both listeners handled every NOTIFY sent so far,
-	// and what each store's claimers were woken for meanwhile.
-	settle := func() (wokeA, wokeB bool) {
-		t.Helper()
-		notify("backlog")
-		for _, s := range []*postgres.Store{a, b} {
-			if !heard(s, 10*time.Second) {
-				t.Fatal("a listener did not hand over a NOTIFY within 10 s")
-			}
-		}
-		return woke(subA), woke(subB)
-	}
-	settle()
+	e := newEchoAdv(t, url) // two stores, listeners up (echo_adversary_test.go)
+	a, notify, settle := e.a, e.notify, e.settle
 
 	// The listeners: the echo wakes b alone, an empty payload both.
 	notify(postgres.EchoPayload(a))
