@@ -249,6 +249,9 @@ func ServerFor(t testing.TB, opts Options) *Server {
 		return nil
 	}
 	t.Cleanup(func() {
+		for _, d := range s.Deadlocks() {
+			t.Logf("pgtest: the server broke a deadlock:\n%s", d)
+		}
 		if err := s.Stop(); err != nil {
 			t.Error(err)
 		}

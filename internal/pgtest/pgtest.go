@@ -171,6 +171,9 @@ func Main(m *testing.M) int {
 	shared.srv, shared.err = nil, errors.New("pgtest: the shared server was stopped by Main")
 	shared.mu.Unlock()
 	if srv != nil {
+		for _, d := range srv.Deadlocks() {
+			fmt.Fprintf(os.Stderr, "pgtest: the shared server broke a deadlock:\n%s\n", d)
+		}
 		if err := srv.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stopping the shared server: %v\n", err)
 			if code == 0 {
