@@ -313,7 +313,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	fan := newFanout(wake, len(c.cfg.Queues))
 	for name, q := range c.cfg.Queues {
-		p := &producer{client: c, queue: name, cfg: q, wake: fan.out(), workCtx: workCtx}
+		p := &producer{client: c, queue: name, cfg: q, wake: fan.out(), workCtx: workCtx, spans: c.trace.processSpans(workCtx, name)}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()

@@ -17,6 +17,7 @@ type producer struct {
 	cfg     QueueConfig
 	wake    <-chan struct{}
 	workCtx context.Context // cancelled (cause ErrShutdown) when Stop gives up waiting
+	spans   *processSpans   // how its attempts' spans start; nil without a tracer
 
 	running int // owned by the run goroutine
 	// workers counts the worker goroutines started and not retired; owned

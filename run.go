@@ -22,7 +22,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	c := p.client
 	r := &run{p: p, job: job}
 	if t := c.trace; t != nil {
-		r.startProcess(t, w.base)
+		r.startProcess(t, p.spans)
 		defer r.endProcess(t, c.cfg.WorkerID)
 	}
 	h, ok := c.cfg.Workers.handlers[job.Kind]

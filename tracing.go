@@ -310,28 +310,67 @@ func markFailed(span trace.Span, err error) {
 // itoa is a job id in decimal.
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
-// startProcess starts the process span of job's attempt (when t makes
-// spans) and notes when it began (for messaging.process.duration): a
-// child of the job's creation context, linked to it too, or a root span
-// for a job enqueued outside any trace. The span starts with the
-// attributes the conventions ask samplers to be given (system, operation,
-// destination); endProcess adds the rest in one call, with the outcome,
-// which the SDK stores in one allocation instead of copying the start's
-// and growing them again for the outcome (BenchmarkTracingSDKSpan).
-func (r *run) startProcess(t *Tracing, base context.Context) {
+// processSpans is what the process spans of one queue's attempts start
+// with, made once per producer rather than once a span: the context of a
+// root span, the span's name, and its start options (the SDK copies
+// them). Made for each span, with trace.WithNewRoot adding an empty span
+// context to each span's context, they cost the client 6 allocations a
+// job.
+type processSpans struct {
+	root  context.Context // workCtx's values, with an empty span context
+	queue string
+	name  string
+	opts  []trace.SpanStartOption // kind and the sampler's attributes
+}
+
+// processSpans returns the processSpans of queue, whose workers' contexts
+// carry ctx's values; nil when t makes no spans.
+func (t *Tracing) processSpans(ctx context.Context, queue string) *processSpans {
+	if t == nil || t.tracer == nil {
+		return nil
+	}
+	return &processSpans{
+		// What trace.WithNewRoot would add to each span's context.
+		root:  trace.ContextWithSpanContext(context.WithoutCancel(ctx), trace.SpanContext{}),
+		queue: queue,
+		name:  opProcess + " " + queue,
+		opts:  processStartOptions(queue),
+	}
+}
+
+// processStartOptions are the start options of a process span of queue.
+func processStartOptions(queue string) []trace.SpanStartOption {
+	return []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeProcess,
+			semconv.MessagingOperationName(opProcess), semconv.MessagingDestinationName(queue)),
+	}
+}
+
+// startProcess starts the process span of job's attempt (when ps is
+// set) and notes when it began (for messaging.process.duration): a child
+// of the job's creation context, linked to it too, or a root span for a
+// job enqueued outside any trace. The span starts with the attributes the
+// conventions ask samplers to be given (system, operation, destination);
+// endProcess adds the rest in one call, with the outcome, which the SDK
+// stores in one allocation instead of copying the start's and growing
+// them again for the outcome (BenchmarkTracingSDKSpan).
+func (r *run) startProcess(t *Tracing, ps *processSpans) {
 	r.traced = &attemptTrace{began: time.Now()}
-	if t.tracer == nil {
+	if ps == nil {
 		return
 	}
 	job := r.job
-	attrs := trace.WithAttributes(systemAttr, semconv.MessagingOperationTypeProcess,
-		semconv.MessagingOperationName(opProcess), semconv.MessagingDestinationName(job.Queue))
-	ctx, opts := base, []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), attrs, trace.WithNewRoot()}
-	if sc := t.extract(job.Traceparent, job.Tracestate); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(base, sc)
-		opts[2] = trace.WithLinks(trace.Link{SpanContext: sc})
+	name, opts := ps.name, ps.opts
+	if job.Queue != ps.queue { // never from a producer's own claims
+		name, opts = opProcess+" "+job.Queue, processStartOptions(job.Queue)
 	}
-	_, r.traced.span = t.tracer.Start(ctx, opProcess+" "+job.Queue, opts...)
+	if sc := t.extract(job.Traceparent, job.Tracestate); sc.IsValid() {
+		opts = append(opts[:len(opts):len(opts)], trace.WithLinks(trace.Link{SpanContext: sc}))
+		_, r.traced.span = t.tracer.Start(trace.ContextWithRemoteSpanContext(ps.root, sc), name, opts...)
+		return
+	}
+	_, r.traced.span = t.tracer.Start(ps.root, name, opts...)
 }
 
 // attemptTrace is what an attempt's span and measurement record when it
