@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,16 +55,22 @@ func claimAsync(e *testEnv, queue string, limit int) <-chan []Job {
 func TestOneClaimPerJobEnqueuedOneAtATime(t *testing.T) {
 	for _, store := range []string{"sqlite", "postgres"} {
 		t.Run(store, func(t *testing.T) {
-			cs := &countingStore{}
+			cs := &wakeCountingStore{countingStore: &countingStore{}}
 			mut := func(c *Config) {
 				cs.Store = c.Store
 				c.Store = cs
 				c.PollInterval = time.Hour // wake-ups only
 			}
-			// A wake-up of the store's own now and then (on PostgreSQL,
-			// the full claim from the head that claim positions make
-			// every second) costs one more claim: 21 of 20 was seen on
-			// both stores. Each cause of a second claim a job gave 39-58.
+			// A wake-up of the store's own now and then costs one more
+			// claim: 21 of 20 was seen on both stores. On PostgreSQL a
+			// claim that started from a claim position and came back
+			// short has the store wake its claimers when the next full
+			// claim from the head is due (postgres/claimfrom.go), as
+			// often as every 20 times a full claim's duration: 33 of 20
+			// on a loaded machine, each such wake-up followed by two
+			// claims that found nothing. Each wake-up beyond one a job is
+			// allowed two claims; each cause of a second claim a job
+			// gave 39-58 with at most a few such wake-ups.
 			if store == "sqlite" {
 				oneClaimPerJob(t, newEnv(t, mut), cs, 2)
 				return
@@ -72,6 +80,32 @@ func TestOneClaimPerJobEnqueuedOneAtATime(t *testing.T) {
 			oneClaimPerJob(t, e, cs, 2)
 		})
 	}
+}
+
+// wakeCountingStore counts the store's wake-ups that reach the waiting
+// claims: each one can cost a claim (a turn, or a claim on arrival).
+type wakeCountingStore struct {
+	*countingStore
+	wakes atomic.Int64
+}
+
+func (c *wakeCountingStore) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	in, err := c.countingStore.Subscribe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range in {
+			c.wakes.Add(1) // counted before it can reach the dispatcher
+			select {
+			case out <- struct{}{}:
+			default: // one is pending: they coalesce, as the store's do
+			}
+		}
+	}()
+	return out, nil
 }
 
 // listening returns once s's listener hands over a NOTIFY: the wake-ups
@@ -99,7 +133,7 @@ func listening(t *testing.T, s *postgres.Store) {
 
 // oneClaimPerJob runs the scenarios on e, allowing slack claims more than
 // one a job.
-func oneClaimPerJob(t *testing.T, e *testEnv, cs *countingStore, slack int64) {
+func oneClaimPerJob(t *testing.T, e *testEnv, cs *wakeCountingStore, slack int64) {
 	ctx := t.Context()
 	enqueue := func() {
 		t.Helper()
@@ -113,6 +147,7 @@ func oneClaimPerJob(t *testing.T, e *testEnv, cs *countingStore, slack int64) {
 	first := claimAsync(e, "one", 8)
 	waitingIn(t, e, "one", 1)
 	before := cs.claims.Load() // the first request's claim on arrival
+	wakesBefore := cs.wakes.Load()
 	got := first
 	for i := range jobs {
 		enqueue()
@@ -124,15 +159,18 @@ func oneClaimPerJob(t *testing.T, e *testEnv, cs *countingStore, slack int64) {
 			waitingIn(t, e, "one", 1)
 		}
 	}
-	if n := cs.claims.Load() - before; n < jobs || n > jobs+slack {
-		t.Errorf("one worker: %d jobs enqueued one at a time cost %d store claims, want %d (up to %d more)", jobs, n, jobs, slack)
+	// The enqueues woke the store once each; wake-ups beyond those are
+	// the store's own, two claims each.
+	extra := 2 * max(cs.wakes.Load()-wakesBefore-jobs, 0)
+	if n := cs.claims.Load() - before; n < jobs || n > jobs+slack+extra {
+		t.Errorf("one worker: %d jobs enqueued one at a time cost %d store claims, want %d (up to %d more, %d for the store's own wake-ups)", jobs, n, jobs, slack+extra, extra)
 	}
 
 	// Two waiting requests: the one whose claim got fewer jobs than it
 	// asked for leaves the other waiting, without a claim.
 	a, b := claimAsync(e, "two", 8), claimAsync(e, "two", 8)
 	waitingIn(t, e, "two", 2)
-	before = cs.claims.Load()
+	before, wakesBefore = cs.claims.Load(), cs.wakes.Load()
 	if _, err := e.store.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "k", Queue: "two"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +194,8 @@ func oneClaimPerJob(t *testing.T, e *testEnv, cs *countingStore, slack int64) {
 	if js := <-rest; len(js) != 1 {
 		t.Fatalf("the other waiting claim got %d jobs, want 1", len(js))
 	}
-	if n := cs.claims.Load() - before; n < 2 || n > 2+slack {
-		t.Errorf("two waiters: 2 jobs enqueued one at a time cost %d store claims, want 2 (up to %d more)", n, slack)
+	extra = 2 * max(cs.wakes.Load()-wakesBefore-2, 0)
+	if n := cs.claims.Load() - before; n < 2 || n > 2+slack+extra {
+		t.Errorf("two waiters: 2 jobs enqueued one at a time cost %d store claims, want 2 (up to %d more, %d for the store's own wake-ups)", n, slack+extra, extra)
 	}
 }
