@@ -126,17 +126,9 @@ func (h *waiters) claimFirst(w *waiter) bool {
 // the group due, and a turn goes out once the claim is done. (Handed to a
 // waiter whose own claim was in flight, the turn was used up by that
 // claim, and a job committed after its statement waited for the poll.)
-// What made the group due before now (a wake-up, the poll, a claim that
-// got all it asked for, a failed claim, a turn left unused) asks for a
-// look at the queues that starts after it, which this claim is: its
-// statement begins once this returns. So the claim clears it; a
-// request that claims on arrival in a group woken while no one waited
-// then waits without a second, empty, claim for the same wake-up
-// (TestArrivalClaimAnswersTheWakeUp).
 func (h *waiters) claiming(w *waiter) {
 	h.mu.Lock()
 	w.g.claiming++
-	w.g.due = false
 	h.mu.Unlock()
 }
 
