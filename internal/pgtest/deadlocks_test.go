@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -31,15 +32,12 @@ func TestDeadlocksQuotesTheServersReport(t *testing.T) {
 	if _, err := a.Exec(ctx, `CREATE TABLE dl (id int PRIMARY KEY); INSERT INTO dl VALUES (1), (2)`); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ id int }{{1}, {2}} {
-		conn := a
-		if c.id == 2 {
-			conn = b
-		}
+	// a locks row 1 and b row 2, each in a transaction left open.
+	for id, conn := range []*pgx.Conn{a, b} {
 		if _, err := conn.Exec(ctx, `BEGIN`); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Exec(ctx, `UPDATE dl SET id = id WHERE id = $1`, c.id); err != nil {
+		if _, err := conn.Exec(ctx, `UPDATE dl SET id = id WHERE id = $1`, id+1); err != nil {
 			t.Fatal(err)
 		}
 	}
