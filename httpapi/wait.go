@@ -126,9 +126,26 @@ func (h *waiters) claimFirst(w *waiter) bool {
 // the group due, and a turn goes out once the claim is done. (Handed to a
 // waiter whose own claim was in flight, the turn was used up by that
 // claim, and a job committed after its statement waited for the poll.)
+// What made the group due before now (a wake-up, the poll, a claim that
+// got all it asked for, a failed claim, a turn left unused) asks for a
+// look at the queues that starts after it, which this claim is: its
+// statement begins once this returns, and a store wakes its claimers only
+// once what it announces is committed (on SQLite, a write in the
+// caller's transaction wakes them when that transaction ends,
+// TestWaitingClaimsGetAJobEnqueuedInTheCallersTx). So the claim clears it; a
+// request that claims on arrival in a group woken while no one waited
+// then waits without a second, empty, claim for the same wake-up
+// (TestArrivalClaimAnswersTheWakeUp). For the same reason it uses up a
+// turn handed to w between its join and its claim on arrival
+// (TestClaimOnArrivalAnswersAnEarlierTurn).
 func (h *waiters) claiming(w *waiter) {
 	h.mu.Lock()
 	w.g.claiming++
+	w.g.due = false
+	select {
+	case <-w.turn:
+	default:
+	}
 	h.mu.Unlock()
 }
 

@@ -19,8 +19,13 @@ import (
 // (pendingAgain), since the job may lie ahead of a position. Other
 // processes learn the times of enqueues from a NOTIFY whose payload lists
 // them (dueAnnouncer, "due:" and Unix microseconds), and set alarms of
-// their own. Times within dueSoon of now need none (the write's wake-up
-// finds them, or the short-claim wake-up of claimfrom.go does).
+// their own. A time however soon gets them: the write's own wake-up
+// comes before it, and the claim it starts finds nothing. A job whose
+// run_at is its creation time (not written for later) needs none.
+//
+// dueSoon is how far ahead a time heard from elsewhere counts as soon:
+// its second alarm, for a database clock behind this host's, comes
+// dueSkew after the later of it and now.
 const dueSoon = 20 * time.Millisecond
 
 // dueSkew is how long after a due time a store's claimers are woken a
@@ -115,18 +120,21 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// dueLater sets alarms for the jobs that become due later.
+// dueLater sets alarms for the jobs that become due later: those written
+// with a run_at after their creation (by the database's clock).
 func (s *Store) dueLater(jobs []*readpast.Job, announce bool) {
 	now := time.Now()
 	for _, j := range jobs {
-		s.dueAt(now, j.RunAt, announce)
+		if j.RunAt.After(j.CreatedAt) {
+			s.dueAt(now, j.RunAt, announce)
+		}
 	}
 }
 
-// dueAt sets an alarm for t when it is later than now by more than
-// dueSoon, and announces it to other processes when announce is set.
+// dueAt sets an alarm for t when it is later than now, however soon, and
+// announces it to other processes when announce is set.
 func (s *Store) dueAt(now, t time.Time, announce bool) {
-	if t.Sub(now) <= dueSoon {
+	if !t.After(now) {
 		return
 	}
 	s.due.At(t)

@@ -120,8 +120,8 @@ func (s *Store) AddToBatch(ctx context.Context, id int64, jobs []readpast.Enqueu
 // AddToBatchSQLTx is AddToBatch inside the caller's transaction tx, which
 // must be a transaction on s.DB(): the members exist if and only if tx
 // commits (readpast.BatchSQLTxStore). As with EnqueueSQLTx, there is no
-// retry on SQLITE_BUSY: the caller owns the transaction; after an error,
-// roll tx back.
+// retry on SQLITE_BUSY: the caller owns the transaction, and subscribers
+// are woken once it has ended; after an error, roll tx back.
 func (s *Store) AddToBatchSQLTx(ctx context.Context, tx *sql.Tx, id int64, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	if tx == nil {
 		return nil, errors.New("sqlite: AddToBatchSQLTx: nil transaction")
@@ -135,7 +135,8 @@ func (s *Store) AddToBatchSQLTx(ctx context.Context, tx *sql.Tx, id int64, jobs 
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: add to batch: %w", classify(err))
 	}
-	s.flowStored(out)
+	s.wakeOnTxEnd()
+	s.dueLater(out)
 	return out, nil
 }
 
@@ -214,9 +215,12 @@ func (s *Store) SealBatch(ctx context.Context, id int64) (readpast.Batch, error)
 	if err != nil {
 		return readpast.Batch{}, err
 	}
+	if released {
+		s.wake() // before the read, which may fail: the release has committed
+	}
 	b, err := s.Batch(ctx, id)
 	if err == nil && released && b.Finisher.State == readpast.StatePending {
-		s.flowStored([]*readpast.Job{b.Finisher})
+		s.dueLater([]*readpast.Job{b.Finisher})
 	}
 	return b, err
 }

@@ -67,9 +67,8 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if freed {
 		s.wake() // a group this claim looked at has more to give
 	}
-	now := time.Now()
 	for _, t := range next {
-		s.dueAt(now, t) // a key out of tokens can start a job then
+		s.due.At(t) // a key out of tokens can start a job then: now, if that has passed
 	}
 	return out, nil
 }
@@ -234,11 +233,17 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 					return nil, false, next, fmt.Errorf("take group slots: %w", err)
 				}
 			}
+			at := micros(b.NextStart(now))
 			if g.free-n-also <= 0 {
+				// Full, and maybe out of tokens: a completion before the
+				// next start frees a slot and marks the next job then
+				// (announceHeads), which wakes no one.
+				if n+also > 0 && b.Interval > 0 && at > nowUS {
+					next = append(next, time.UnixMicro(at))
+				}
 				continue
 			}
 			waits = append(waits, fit.waitsOn(g, picked)...)
-			at := micros(b.NextStart(now))
 			turn := g.key.servedAt
 			if moved {
 				turn = nowUS
@@ -466,7 +471,7 @@ func markJobs(ctx context.Context, tx *sql.Tx, ids []int64) error {
 // (the rows releaseGroups just deleted: nothing running, a full bucket),
 // else read from its row, or for a missing row those of the limit that
 // governs the key. A key out of tokens is marked at its next start (the
-// claim that spent them set an alarm for it). It reports whether it
+// claim that spent them set an alarm for it, full or not). It reports whether it
 // marked anything due now.
 func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[string]int, nowUS int64) (bool, error) {
 	var marks []candidate

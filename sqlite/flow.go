@@ -88,11 +88,10 @@ var _ readpast.FlowSQLTxStore = (*Store)(nil)
 // id are checked inside tx, whose write lock holds every other writer
 // back until tx ends, so none of them can finish unseen.
 //
-// As with EnqueueSQLTx, subscribers are woken when EnqueueFlowSQLTx
-// returns, before tx commits (a claim they start waits for tx to end,
-// since it needs the same write connection), and there is no retry on
-// SQLITE_BUSY: the caller owns the transaction. After an error other than
-// a *readpast.FieldError from readpast.NormalizeFlow, roll tx back.
+// As with EnqueueSQLTx, subscribers are woken once tx has ended, and there
+// is no retry on SQLITE_BUSY: the caller owns the transaction. After an
+// error other than a *readpast.FieldError from readpast.NormalizeFlow,
+// roll tx back.
 func (s *Store) EnqueueFlowSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.FlowJob) ([]*readpast.Job, error) {
 	if tx == nil {
 		return nil, errors.New("sqlite: EnqueueFlowSQLTx: nil transaction")
@@ -109,7 +108,8 @@ func (s *Store) EnqueueFlowSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpas
 		}
 		return nil, fmt.Errorf("sqlite: enqueue flow: %w", classify(err))
 	}
-	s.flowStored(out)
+	s.wakeOnTxEnd()
+	s.dueLater(out)
 	return out, nil
 }
 

@@ -15,9 +15,9 @@ var _ readpast.SQLTxStore = (*Store)(nil)
 // be a transaction on s.DB(): the jobs exist if and only if tx commits. It
 // validates and returns the jobs as Enqueue does (readpast.SQLTxStore).
 //
-// Subscribers are woken when EnqueueSQLTx returns, before tx commits; a claim
-// they start waits for tx to end, since it needs the same write connection.
-// There is no retry on SQLITE_BUSY here: the caller owns the transaction.
+// Subscribers are woken once tx has ended (wakeOnTxEnd), so a claim they
+// start sees the jobs if tx committed. There is no retry on SQLITE_BUSY
+// here: the caller owns the transaction.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
 	if tx == nil {
 		return nil, errors.New("sqlite: EnqueueSQLTx: nil transaction")
@@ -33,7 +33,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
 	}
-	s.wake()
+	s.wakeOnTxEnd()
 	s.dueLater(out) // if tx commits; a spurious alarm costs a probe
 	return out, nil
 }
@@ -57,7 +57,23 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
 	if freed {
-		s.wake()
+		s.wakeOnTxEnd()
 	}
 	return res[0]
+}
+
+// wakeOnTxEnd wakes the subscribers once the caller's transaction on the
+// write pool's one connection has ended, that is once the connection is
+// free again. Woken earlier, a claim would find nothing: its read-only
+// probe does not wait for the write transaction, and sees only what is
+// committed. If the store closes first, no one is woken.
+func (s *Store) wakeOnTxEnd() {
+	go func() {
+		c, err := s.write.Conn(context.Background())
+		if err != nil {
+			return // the store closed
+		}
+		c.Close()
+		s.wake()
+	}()
 }

@@ -127,7 +127,9 @@
 --   this claim's transaction: a claim that began before this one's clock
 --   read, and reads this mark, counts it as due); so a key out of tokens
 --   costs no claim anything until then; due lists those times (the
---   earliest 256, "due:" as for jobs enqueued for later) in a row of its
+--   earliest 256, "due:" as for jobs enqueued for later; and the next
+--   start of each key this claim filled and left out of tokens, whose next
+--   job a completion before then marks at that time) in a row of its
 --   own after the jobs (claim_result_due), which the store announces once
 --   the claim has committed (postgres/due.go), so that every process's
 --   claimers wake for each; a NOTIFY sent here would hold PostgreSQL's
@@ -452,9 +454,16 @@ left_heads AS (
 due AS (
     SELECT 'due:' || string_agg(t::text, ',' ORDER BY t) AS payload
     FROM (
-        SELECT DISTINCT (extract(epoch FROM run_at) * 1000000)::bigint AS t
-        FROM left_heads
-        WHERE throttled
+        SELECT DISTINCT (extract(epoch FROM at) * 1000000)::bigint AS t
+        FROM (SELECT run_at AS at FROM left_heads WHERE throttled
+              UNION ALL
+              -- A key this claim filled and left out of tokens: a
+              -- completion before its next start marks its next job
+              -- then, and wakes no one.
+              SELECT p.next_start
+              FROM paced p JOIN decided d USING (group_key) JOIN counts c USING (group_key)
+              CROSS JOIN claim_time t
+              WHERE d.free - c.n <= 0 AND p.next_start > t.at) x
         ORDER BY t
         LIMIT 256
     ) w
