@@ -417,15 +417,15 @@ func TestAdvWakeCompleteFreesSlotOfKeyOutOfTokens(t *testing.T) {
 			if time.Since(took) >= per {
 				t.Skip("the completion came after the next start: no window")
 			}
-			// Woken now (nothing due yet) or at the next start: either
-			// way a claim at a wake-up after the next start must get it.
+			// Claim at every wake-up, as a worker does: one that comes
+			// before the next start finds nothing, and another must
+			// come. (took is read after the claim returned, later than
+			// the clock the claim computed the next start from: a
+			// wake-up at the next start can come before took+per.)
 			deadline := time.After(3 * time.Second)
 			for {
 				select {
 				case <-ch:
-					if time.Since(took) < per {
-						continue // too early to take it; another must come
-					}
 					if got := claimDefault(ctx, s); len(got) == 1 {
 						return
 					}
