@@ -50,6 +50,7 @@ func (s *Store) OpenBatch(ctx context.Context, p readpast.BatchParams) (*readpas
 	if err != nil {
 		return nil, opErr("open batch", err)
 	}
+	s.dueLater(out, true) // a finisher released before its run_at (flowStored)
 	return out[0], nil
 }
 

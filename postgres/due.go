@@ -121,12 +121,22 @@ func later(a, b time.Time) time.Time {
 }
 
 // dueLater sets alarms for the jobs that become due later: those written
-// with a run_at after their creation (by the database's clock).
+// with a run_at after their creation (by the database's clock). A run_at
+// this host's clock has passed already is due later by the database's,
+// which runs behind this host's: its alarm comes dueSkew from now.
 func (s *Store) dueLater(jobs []*readpast.Job, announce bool) {
 	now := time.Now()
 	for _, j := range jobs {
-		if j.RunAt.After(j.CreatedAt) {
+		if !j.RunAt.After(j.CreatedAt) {
+			continue
+		}
+		if j.RunAt.After(now) {
 			s.dueAt(now, j.RunAt, announce)
+			continue
+		}
+		s.due.At(now.Add(dueSkew))
+		if announce && !s.noListen {
+			s.dueOut.add(j.RunAt) // heard, a past time's alarms come at once and dueSkew later
 		}
 	}
 }

@@ -119,16 +119,12 @@ func flowErr(err error) error {
 }
 
 // flowStored wakes this process's claimers and sets alarms for the
-// flow's pending jobs due later.
+// flow's jobs due later, blocked ones too: a job released before its
+// run_at gets its release's wake-up too early, and the alarm at its
+// run_at finds it (or, while it is still blocked, nothing: a claim).
 func (s *Store) flowStored(out []*readpast.Job) {
-	var pending []*readpast.Job
-	for _, j := range out {
-		if j.State == readpast.StatePending {
-			pending = append(pending, j)
-		}
-	}
 	s.hub.Broadcast()
-	s.dueLater(pending, true)
+	s.dueLater(out, true)
 }
 
 // flowPlan is a normalized flow laid out for its statements.

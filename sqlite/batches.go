@@ -93,6 +93,10 @@ func (s *Store) OpenBatch(ctx context.Context, p readpast.BatchParams) (*readpas
 	if err != nil {
 		return nil, err
 	}
+	// A finisher with a run_at ahead that is released before then gets
+	// the release's wake-up too early; an alarm at its run_at finds it
+	// (or, while it is still blocked, nothing: a probe).
+	s.dueLater(out)
 	return out[0], nil
 }
 

@@ -18,7 +18,7 @@ import (
 // holds every other write (claims included) back for as long as it runs,
 // a few milliseconds; nothing is ever skipped.
 func (s *Store) bulk(ctx context.Context, op string, f readpast.JobFilter, live bool,
-	act func(tx *sql.Tx, id int64, state readpast.JobState, nowUS int64) (changed, wake bool, err error)) (int, error) {
+	act func(tx *sql.Tx, id int64, state readpast.JobState, nowUS int64) (changed bool, wake wakeup, err error)) (int, error) {
 	walk := bulkHistoryIDsSQL
 	switch {
 	case live && f.Tag != "":
@@ -33,9 +33,9 @@ func (s *Store) bulk(ctx context.Context, op string, f readpast.JobFilter, live 
 	for {
 		var n int
 		var last int64
-		wake := false
+		var wake wakeup
 		err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
-			n, last, wake = 0, 0, false
+			n, last, wake = 0, 0, wakeup{}
 			type entry struct {
 				id    int64
 				state readpast.JobState
@@ -69,7 +69,7 @@ func (s *Store) bulk(ctx context.Context, op string, f readpast.JobFilter, live 
 				if changed {
 					n++
 				}
-				wake = wake || w
+				wake = wake.or(w)
 				last = e.id
 			}
 			return nil
@@ -78,9 +78,7 @@ func (s *Store) bulk(ctx context.Context, op string, f readpast.JobFilter, live 
 			return total, err
 		}
 		total += n
-		if wake {
-			s.wake()
-		}
+		s.announce(wake)
 		if last == 0 {
 			return total, nil
 		}
@@ -95,15 +93,15 @@ func (s *Store) BulkRetry(ctx context.Context, f readpast.JobFilter) (int, error
 	if err != nil {
 		return 0, err
 	}
-	return s.bulk(ctx, "bulk retry", f, false, func(tx *sql.Tx, id int64, state readpast.JobState, nowUS int64) (bool, bool, error) {
+	return s.bulk(ctx, "bulk retry", f, false, func(tx *sql.Tx, id int64, state readpast.JobState, nowUS int64) (bool, wakeup, error) {
 		if state != readpast.StateFailed && state != readpast.StateCancelled {
-			return false, false, nil
+			return false, wakeup{}, nil
 		}
 		err := retryIn(ctx, tx, id, nowUS)
 		if errors.Is(err, readpast.ErrInvalidState) {
-			return false, false, nil // its unique key is held
+			return false, wakeup{}, nil // its unique key is held
 		}
-		return err == nil, err == nil, err
+		return err == nil, wakeup{now: err == nil}, err
 	})
 }
 
@@ -116,12 +114,12 @@ func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	return s.bulk(ctx, "bulk cancel", f, true, func(tx *sql.Tx, id int64, _ readpast.JobState, nowUS int64) (bool, bool, error) {
-		freed, err := cancelIn(ctx, tx, id, nowUS, false)
+	return s.bulk(ctx, "bulk cancel", f, true, func(tx *sql.Tx, id int64, _ readpast.JobState, nowUS int64) (bool, wakeup, error) {
+		wake, err := cancelIn(ctx, tx, id, nowUS, false)
 		if errors.Is(err, readpast.ErrInvalidState) || errors.Is(err, readpast.ErrNotFound) {
-			return false, false, nil // finished since the walk listed it
+			return false, wakeup{}, nil // finished since the walk listed it
 		}
-		return err == nil, freed, err
+		return err == nil, wake, err
 	})
 }
 
@@ -132,12 +130,12 @@ func (s *Store) BulkDelete(ctx context.Context, f readpast.JobFilter) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	return s.bulk(ctx, "bulk delete", f, false, func(tx *sql.Tx, id int64, _ readpast.JobState, _ int64) (bool, bool, error) {
+	return s.bulk(ctx, "bulk delete", f, false, func(tx *sql.Tx, id int64, _ readpast.JobState, _ int64) (bool, wakeup, error) {
 		ok, err := deleteIn(ctx, tx, id)
 		if errors.Is(err, readpast.ErrInvalidState) {
-			return false, false, nil // a parent that holds a child stays
+			return false, wakeup{}, nil // a parent that holds a child stays
 		}
-		return ok, false, err
+		return ok, wakeup{}, err
 	})
 }
 

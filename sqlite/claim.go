@@ -235,9 +235,11 @@ func claimIn(ctx context.Context, tx *sql.Tx, p readpast.ClaimParams, queues []s
 			}
 			at := micros(b.NextStart(now))
 			if g.free-n-also <= 0 {
-				// Full, and maybe out of tokens: a completion before the
-				// next start frees a slot and marks the next job then
-				// (announceHeads), which wakes no one.
+				// Full, and maybe out of tokens: what frees a slot before
+				// the next start marks the next job then, and sets an
+				// alarm for it (announceHeads); but a second store on
+				// the file that frees it tells this one nothing, so the
+				// claim sets one too.
 				if n+also > 0 && b.Interval > 0 && at > nowUS {
 					next = append(next, time.UnixMicro(at))
 				}
@@ -470,13 +472,15 @@ func markJobs(ctx context.Context, tx *sql.Tx, ids []int64) error {
 // one in each queue. A group's free slots are known[group] when given
 // (the rows releaseGroups just deleted: nothing running, a full bucket),
 // else read from its row, or for a missing row those of the limit that
-// governs the key. A key out of tokens is marked at its next start (the
-// claim that spent them set an alarm for it, full or not). It reports whether it
-// marked anything due now.
-func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[string]int, nowUS int64) (bool, error) {
-	var marks []candidate
+// governs the key. A key out of tokens is marked at its next start. It
+// reports the wake-up its marks call for: now for a mark due now, an
+// alarm for one due later.
+func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[string]int, nowUS int64) (wakeup, error) {
+	var (
+		marks []candidate
+		w     wakeup
+	)
 	now := time.UnixMicro(nowUS)
-	due := false
 	for _, g := range groups {
 		free, ok := known[g]
 		var next time.Time
@@ -484,7 +488,7 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 		if !ok {
 			k, err := readKey(ctx, tx, g)
 			if err != nil {
-				return false, err
+				return wakeup{}, err
 			}
 			free = k.free()
 			next = k.bucket.NextStart(now)
@@ -495,16 +499,20 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 		}
 		heads, err := queryCandidates(ctx, tx, groupHeadSQL, g, nowUS, min(free, 64))
 		if err != nil {
-			return false, err
+			return wakeup{}, err
 		}
 		for _, m := range firstPerQueue(heads, nil) {
 			if !next.IsZero() {
 				m.runAt = max(m.runAt, micros(next))
 			}
 			m.runAt = max(m.runAt, turn)
-			due = due || m.runAt <= nowUS
+			if m.runAt <= nowUS {
+				w.now = true
+			} else {
+				w.later = append(w.later, m.runAt)
+			}
 			marks = append(marks, m)
 		}
 	}
-	return due, insertMarks(ctx, tx, marks)
+	return w, insertMarks(ctx, tx, marks)
 }

@@ -26,3 +26,29 @@ func (s *Store) dueAt(now, t time.Time) {
 		s.due.At(t)
 	}
 }
+
+// wakeup is what a write owes the claimers once it commits: a wake-up
+// now when it made something claimable, and alarms at the later times at
+// which the ready marks it wrote become due. A key out of tokens is
+// marked at its next start (announceHeads), and nothing else wakes
+// anybody then: the claim that spent its tokens may have been another
+// process's, or TakeTokens, or a claim that left the key full.
+type wakeup struct {
+	now   bool
+	later []int64 // Unix µs
+}
+
+// or is w and o together.
+func (w wakeup) or(o wakeup) wakeup {
+	return wakeup{now: w.now || o.now, later: append(w.later, o.later...)}
+}
+
+// announce sets w's alarms and wakes the claimers if w says so.
+func (s *Store) announce(w wakeup) {
+	for _, t := range w.later {
+		s.due.At(time.UnixMicro(t))
+	}
+	if w.now {
+		s.wake()
+	}
+}

@@ -25,18 +25,18 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	return s.settleTx(ctx, "complete", func(tx *sql.Tx) ([]error, bool, error) {
+	return s.settleTx(ctx, "complete", func(tx *sql.Tx) ([]error, wakeup, error) {
 		return completeIn(ctx, tx, cs, s.now())
 	})
 }
 
 // settleTx runs in, which settles a batch entry by entry, in one write
-// transaction named op, and wakes the claimers when in says it freed or
-// made pending something they can take.
-func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]error, bool, error)) ([]error, error) {
+// transaction named op, and then wakes the claimers as in says (it freed
+// or made pending something they can take, now or later).
+func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]error, wakeup, error)) ([]error, error) {
 	var (
 		res  []error
-		wake bool
+		wake wakeup
 	)
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		var err error
@@ -46,9 +46,7 @@ func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]err
 	if err != nil {
 		return nil, err
 	}
-	if wake {
-		s.wake()
-	}
+	s.announce(wake)
 	return res, nil
 }
 
@@ -58,9 +56,9 @@ func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]err
 // and only the current token can match, so a job is moved, and its group
 // slot freed, at most once per batch; an entry whose result
 // readpast.CheckResult rejects gets that error and changes nothing, and
-// repeats are settled by storekit.SettleRepeats. freed reports whether a
-// group slot was freed.
-func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, freed bool, err error) {
+// repeats are settled by storekit.SettleRepeats. wake is the wake-up the
+// freed group slots and released children call for.
+func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, wake wakeup, err error) {
 	res = make([]error, len(cs))
 	for i, c := range cs {
 		res[i] = readpast.CheckResult(c.Result)
@@ -88,11 +86,11 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 	if len(batch) > 0 {
 		js, err := json.Marshal(batch)
 		if err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 		rows, err := tx.QueryContext(ctx, completeMoveSQL, string(js), micros(now))
 		if err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 		for rows.Next() {
 			var (
@@ -102,7 +100,7 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			)
 			if err := rows.Scan(&p.id, &p.token, &group, &more, &keyed); err != nil {
 				rows.Close()
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
 			moved[p] = true
 			movedIDs = append(movedIDs, p.id)
@@ -111,21 +109,21 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			}
 			if err := freeJobKeys(groups, group, more); err != nil {
 				rows.Close()
-				return nil, false, fmt.Errorf("job %d: %w", p.id, err)
+				return nil, wakeup{}, fmt.Errorf("job %d: %w", p.id, err)
 			}
 		}
 		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 	}
 	parents := false
 	if len(movedIDs) > 0 {
 		if parents, err = deleteLive(ctx, tx, deleteLiveManySQL, idsJSON(movedIDs)); err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 		if len(keyedIDs) > 0 {
 			if err := releaseKeys(ctx, tx, keyedIDs, micros(now)); err != nil {
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
 		}
 	}
@@ -134,14 +132,15 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 			continue
 		}
 		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 	}
 	storekit.SettleRepeats(res, first, true)
-	if freed, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
-		return nil, false, err
+	if wake, err = freeSlots(ctx, tx, groups, micros(now)); err != nil {
+		return nil, wakeup{}, err
 	}
-	return res, freed || parents, nil
+	wake.now = wake.now || parents
+	return res, wake, nil
 }
 
 // deleteLive runs query, deleteLiveSQL or deleteLiveManySQL with arg, and
@@ -183,7 +182,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	res, err := s.settleTx(ctx, "fail", func(tx *sql.Tx) ([]error, bool, error) {
+	res, err := s.settleTx(ctx, "fail", func(tx *sql.Tx) ([]error, wakeup, error) {
 		return s.failIn(ctx, tx, fs, s.now())
 	})
 	if err != nil {
@@ -199,8 +198,9 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 // (storekit.FirstPairs): only the current token matches, and once it has
 // acted the claim is over, so no job is failed, and no group slot freed,
 // twice in a batch.
-// wake reports whether a job became pending or a group slot was freed.
-func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake bool, err error) {
+// wake is the wake-up the jobs made pending and the freed group slots
+// call for.
+func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake wakeup, err error) {
 	nowUS := micros(now)
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
@@ -220,18 +220,18 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
 			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, false)); err != nil {
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, wakeup{}, err
 		}
 		newErrs, err := appendError(errs, readpast.AttemptError{
 			Attempt: attempt, At: at, Message: f.Message, Stack: f.Stack, Worker: worker,
 		})
 		if err != nil {
-			return nil, false, fmt.Errorf("job %d: %w", f.ID, err)
+			return nil, wakeup{}, fmt.Errorf("job %d: %w", f.ID, err)
 		}
 		if attempt < maxAttempts && !f.Discard {
 			retryAt := nowUS
@@ -239,29 +239,29 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 				retryAt = micros(f.RetryAt)
 			}
 			if _, err := tx.ExecContext(ctx, requeueSQL, f.ID, f.Token, retryAt, newErrs); err != nil {
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
 			if err := markJobs(ctx, tx, []int64{f.ID}); err != nil {
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
-			wake = true
+			wake.now = true
 		} else {
 			parent, err := moveToHistory(ctx, tx, f.ID, readpast.StateFailed, newErrs, nowUS)
 			if err != nil {
-				return nil, false, err
+				return nil, wakeup{}, err
 			}
-			wake = wake || parent
+			wake.now = wake.now || parent
 		}
 		if err := freeJobKeys(groups, group, more); err != nil {
-			return nil, false, fmt.Errorf("job %d: %w", f.ID, err)
+			return nil, wakeup{}, fmt.Errorf("job %d: %w", f.ID, err)
 		}
 	}
 	storekit.SettleRepeats(res, first, false)
 	marked, err := freeSlots(ctx, tx, groups, nowUS)
 	if err != nil {
-		return nil, false, err
+		return nil, wakeup{}, err
 	}
-	return res, wake || marked, nil
+	return res, wake.or(marked), nil
 }
 
 // moveToHistory moves live job id to history in state, with errs (nil
@@ -311,6 +311,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 // (in its old place in claim order), its attempt not counted, its group
 // slot freed.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	var wake wakeup
 	err := s.writeTx(ctx, "release", func(tx *sql.Tx) error {
 		var group, more sql.NullString
 		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group, &more)
@@ -323,12 +324,14 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		if err := markJobs(ctx, tx, []int64{id}); err != nil {
 			return err
 		}
-		return freeJobSlots(ctx, tx, group, more, micros(s.now()))
+		w, err := freeJobSlots(ctx, tx, group, more, micros(s.now()))
+		wake = wakeup{now: true}.or(w)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	s.wake()
+	s.announce(wake)
 	return nil
 }
 
@@ -339,6 +342,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	if err := readpast.CheckSnooze(d); err != nil {
 		return err
 	}
+	var wake wakeup
 	err := s.writeTx(ctx, "snooze", func(tx *sql.Tx) error {
 		nowUS := micros(s.now())
 		var group, more sql.NullString
@@ -352,26 +356,27 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 		if err := markJobs(ctx, tx, []int64{id}); err != nil {
 			return err
 		}
-		return freeJobSlots(ctx, tx, group, more, nowUS)
+		w, err := freeJobSlots(ctx, tx, group, more, nowUS)
+		wake = wakeup{now: true}.or(w)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	s.dueAt(time.Now(), time.Now().Add(d))
-	s.wake()
+	s.announce(wake)
 	return nil
 }
 
 // freeJobSlots frees a slot of every key of one job that stopped running
 // (its group, and its more_keys) and marks their next jobs (freeSlots).
-func freeJobSlots(ctx context.Context, tx *sql.Tx, group, more sql.NullString, nowUS int64) error {
+func freeJobSlots(ctx context.Context, tx *sql.Tx, group, more sql.NullString, nowUS int64) (wakeup, error) {
 	if !group.Valid {
-		return nil
+		return wakeup{}, nil
 	}
 	freed := map[string]int{}
 	if err := freeJobKeys(freed, group, more); err != nil {
-		return err
+		return wakeup{}, err
 	}
-	_, err := freeSlots(ctx, tx, freed, nowUS)
-	return err
+	return freeSlots(ctx, tx, freed, nowUS)
 }

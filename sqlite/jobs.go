@@ -226,12 +226,12 @@ func (s *Store) CancelPending(ctx context.Context, id int64) (*readpast.Job, err
 // cancel is Cancel, or CancelPending with onlyPending.
 func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending bool) (*readpast.Job, error) {
 	var (
-		job   *readpast.Job
-		freed bool
+		job  *readpast.Job
+		wake wakeup
 	)
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		var err error
-		if freed, err = cancelIn(ctx, tx, id, micros(s.now()), onlyPending); err != nil {
+		if wake, err = cancelIn(ctx, tx, id, micros(s.now()), onlyPending); err != nil {
 			return err
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
@@ -240,50 +240,51 @@ func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending boo
 	if err != nil {
 		return nil, err
 	}
-	if freed {
-		s.wake()
-	}
+	s.announce(wake)
 	return job, nil
 }
 
 // cancelIn cancels live job id inside tx (with onlyPending, only a pending
 // one: any other state is readpast.ErrInvalidState naming it) and reports
-// whether it freed a group slot and marked the group's next jobs, or
-// resolved the edges of a parent (which may have released children).
-func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (freed bool, err error) {
+// the wake-up it calls for: it freed a group slot and marked the group's
+// next jobs, or resolved the edges of a parent (which may have released
+// children).
+func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (wake wakeup, err error) {
 	var (
 		state       string
 		group, more sql.NullString
 	)
 	err = tx.QueryRowContext(ctx, cancelStateSQL, id).Scan(&state, &group, &more)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, historyErr(ctx, tx, id)
+		return wakeup{}, historyErr(ctx, tx, id)
 	}
 	if err != nil {
-		return false, err
+		return wakeup{}, err
 	}
 	if onlyPending && readpast.JobState(state) != readpast.StatePending {
-		return false, fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
+		return wakeup{}, fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)
 	}
 	parent, err := moveToHistory(ctx, tx, id, readpast.StateCancelled, nil, nowUS)
 	if err != nil {
-		return false, err
+		return wakeup{}, err
 	}
 	switch {
 	case !group.Valid || readpast.JobState(state) == readpast.StateBlocked:
-		return parent, nil // a blocked job holds no slot and no mark
+		return wakeup{now: parent}, nil // a blocked job holds no slot and no mark
 	case readpast.JobState(state) == readpast.StateRunning:
 		keys := map[string]int{}
 		if err := freeJobKeys(keys, group, more); err != nil {
-			return false, fmt.Errorf("job %d: %w", id, err)
+			return wakeup{}, fmt.Errorf("job %d: %w", id, err)
 		}
-		freed, err := freeSlots(ctx, tx, keys, nowUS)
-		return freed || parent, err
+		wake, err := freeSlots(ctx, tx, keys, nowUS)
+		wake.now = wake.now || parent
+		return wake, err
 	}
 	// A pending job left its group's stream: the only mark leading to the
 	// group may have been its own, in a queue no claimer reads (paused).
-	freed, err = announceHeads(ctx, tx, []string{group.String}, nil, nowUS)
-	return freed || parent, err
+	wake, err = announceHeads(ctx, tx, []string{group.String}, nil, nowUS)
+	wake.now = wake.now || parent
+	return wake, err
 }
 
 // historyErr is ErrInvalidState when job id is finished, else ErrNotFound.

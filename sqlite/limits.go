@@ -303,7 +303,10 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // of the weight alone is a change too: the next claim reads it from the
 // row.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx *sql.Tx, now time.Time) error) error {
-	var changed []string
+	var (
+		changed []string
+		wake    wakeup
+	)
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		changed = nil
 		now := s.now()
@@ -341,7 +344,7 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx
 		if err != nil {
 			return err
 		}
-		_, err = announceHeads(ctx, tx, withWaiters(slices.Clone(changed), waiters), nil, micros(now))
+		wake, err = announceHeads(ctx, tx, withWaiters(slices.Clone(changed), waiters), nil, micros(now))
 		return err
 	})
 	if errors.Is(err, readpast.ErrLimitNotFound) {
@@ -350,9 +353,9 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(tx
 	if err != nil {
 		return err
 	}
-	if len(changed) > 0 {
-		s.wake() // a raised limit or burst gives slots or tokens now
-	}
+	// A raised limit or burst gives slots or tokens now, a lowered rate
+	// later: the marks say when.
+	s.announce(wakeup{now: len(changed) > 0, later: wake.later})
 	return nil
 }
 

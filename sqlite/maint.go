@@ -34,18 +34,19 @@ func (s *Store) RescueExpired(ctx context.Context, limit int) (int, error) {
 	if !expired {
 		return 0, nil
 	}
-	var n int
+	var (
+		n    int
+		wake wakeup
+	)
 	err := s.writeTx(ctx, "rescue expired leases", func(tx *sql.Tx) error {
 		var err error
-		n, err = s.rescueIn(ctx, tx, limit)
+		n, wake, err = s.rescueIn(ctx, tx, limit)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 {
-		s.wake()
-	}
+	s.announce(wakeup{now: n > 0, later: wake.later})
 	return n, nil
 }
 
@@ -58,25 +59,26 @@ type expiredClaim struct {
 	group, more          sql.NullString // its keys: group_key and more_keys
 }
 
-// rescueIn ends expired claims inside tx.
-func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error) {
+// rescueIn ends expired claims inside tx, and reports how many and the
+// wake-up the slots it freed call for.
+func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, wakeup, error) {
 	now := s.now()
 	nowUS := micros(now)
 	rows, err := tx.QueryContext(ctx, rescueFetchSQL, nowUS, limit)
 	if err != nil {
-		return 0, err
+		return 0, wakeup{}, err
 	}
 	var claims []expiredClaim
 	for rows.Next() {
 		var c expiredClaim
 		if err := rows.Scan(&c.id, &c.token, &c.attempt, &c.maxAttempts, &c.errs, &c.worker, &c.group, &c.more); err != nil {
 			rows.Close()
-			return 0, err
+			return 0, wakeup{}, err
 		}
 		claims = append(claims, c)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return 0, err
+		return 0, wakeup{}, err
 	}
 	groups := map[string]int{}
 	for _, c := range claims {
@@ -84,26 +86,27 @@ func (s *Store) rescueIn(ctx context.Context, tx *sql.Tx, limit int) (int, error
 			Attempt: c.attempt, At: fromMicros(nowUS), Message: leaseExpiredMessage, Worker: c.worker,
 		})
 		if err != nil {
-			return 0, err
+			return 0, wakeup{}, err
 		}
 		if c.attempt < c.maxAttempts {
 			if _, err := tx.ExecContext(ctx, requeueSQL, c.id, c.token, nil, errs); err != nil {
-				return 0, err
+				return 0, wakeup{}, err
 			}
 			if err := markJobs(ctx, tx, []int64{c.id}); err != nil {
-				return 0, err
+				return 0, wakeup{}, err
 			}
 		} else if _, err := moveToHistory(ctx, tx, c.id, readpast.StateFailed, errs, nowUS); err != nil {
-			return 0, err // RescueExpired wakes the claimers after any rescue
+			return 0, wakeup{}, err // RescueExpired wakes the claimers after any rescue
 		}
 		if err := freeJobKeys(groups, c.group, c.more); err != nil {
-			return 0, fmt.Errorf("job %d: %w", c.id, err)
+			return 0, wakeup{}, fmt.Errorf("job %d: %w", c.id, err)
 		}
 	}
-	if _, err := freeSlots(ctx, tx, groups, nowUS); err != nil {
-		return 0, err
+	wake, err := freeSlots(ctx, tx, groups, nowUS)
+	if err != nil {
+		return 0, wakeup{}, err
 	}
-	return len(claims), nil
+	return len(claims), wake, nil
 }
 
 // PruneGroups deletes up to limit rows of idle keys (nothing running and

@@ -210,11 +210,11 @@ func isEntryErr(err error) bool {
 // freeSlots gives back the group slots in freed (group -> jobs that
 // stopped running: every key of each job) and marks each group's next
 // claimable jobs, and those of the first keys that waited for one of them
-// (keys.go). It reports whether it marked any.
-func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (bool, error) {
+// (keys.go). It reports the wake-up its marks call for.
+func freeSlots(ctx context.Context, tx *sql.Tx, freed map[string]int, nowUS int64) (wakeup, error) {
 	forgot, waiters, err := releaseGroups(ctx, tx, freed, nowUS)
 	if err != nil {
-		return false, err
+		return wakeup{}, err
 	}
 	groups := withWaiters(slices.Sorted(maps.Keys(freed)), waiters)
 	return announceHeads(ctx, tx, groups, forgot, nowUS)

@@ -52,28 +52,34 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 	if err := readpast.CheckResult(c.Result); err != nil {
 		return err
 	}
-	res, freed, err := completeIn(ctx, tx, []readpast.Completion{c}, s.now())
+	res, wake, err := completeIn(ctx, tx, []readpast.Completion{c}, s.now())
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
-	if freed {
-		s.wakeOnTxEnd()
+	if wake.now || len(wake.later) > 0 {
+		s.announceOnTxEnd(wake)
 	}
 	return res[0]
 }
 
 // wakeOnTxEnd wakes the subscribers once the caller's transaction on the
-// write pool's one connection has ended, that is once the connection is
-// free again. Woken earlier, a claim would find nothing: its read-only
-// probe does not wait for the write transaction, and sees only what is
-// committed. If the store closes first, no one is woken.
-func (s *Store) wakeOnTxEnd() {
+// write pool's one connection has ended (announceOnTxEnd).
+func (s *Store) wakeOnTxEnd() { s.announceOnTxEnd(wakeup{now: true}) }
+
+// announceOnTxEnd wakes the subscribers as w says once the caller's
+// transaction on the write pool's one connection has ended, that is once
+// the connection is free again. Woken earlier, a claim would find
+// nothing: its read-only probe does not wait for the write transaction,
+// and sees only what is committed; so would an alarm for a mark that
+// came due before the commit (it fires at once instead). If the store
+// closes first, no one is woken.
+func (s *Store) announceOnTxEnd(w wakeup) {
 	go func() {
 		c, err := s.write.Conn(context.Background())
 		if err != nil {
 			return // the store closed
 		}
 		c.Close()
-		s.wake()
+		s.announce(w)
 	}()
 }
