@@ -159,7 +159,12 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 		return opErr(op, err)
 	}
 	if len(changed) > 0 {
+		// A raised limit gives slots or tokens now, to the keys' own jobs
+		// (mark_keys.sql notifies when it marked any) and to the first
+		// keys that waited for them (the announce trigger's marks, which
+		// notify no one): every process's claimers are woken.
 		s.hub.Broadcast()
+		s.wakeOthers()
 	}
 	return nil
 }
