@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 )
 
 // TestAdvWakeFullKeyOutOfTokensNotByItsClaim: a request waits (4 s,
@@ -19,7 +20,7 @@ import (
 func TestAdvWakeFullKeyOutOfTokensNotByItsClaim(t *testing.T) {
 	for _, store := range []string{"sqlite", "postgres"} {
 		for _, how := range []string{"tokens", "later key"} {
-			t.Run(store+"/"+how, func(t *testing.T) {
+			replay.Run(t, store+"/"+how, func(t *testing.T) {
 				e, _ := adv4Envs(t, store)
 				ctx := context.Background()
 				per := 500 * time.Millisecond

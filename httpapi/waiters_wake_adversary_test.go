@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/sqlite"
 	"github.com/readpast/readpast/storetest/pgharness"
@@ -300,7 +301,7 @@ func TestAdvWakeCompleteSQLTxReleasesChild(t *testing.T) {
 // that start. A wake-up must deliver it to the waiting request.
 func TestAdvWakeCompletionFreesKeyOutOfTokens(t *testing.T) {
 	for _, store := range []string{"sqlite", "postgres"} {
-		t.Run(store, func(t *testing.T) {
+		replay.Run(t, store, func(t *testing.T) {
 			e, _ := adv4Envs(t, store)
 			ctx := context.Background()
 			per := 300 * time.Millisecond

@@ -12,6 +12,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest"
 	"github.com/readpast/readpast/storetest/pgharness"
@@ -72,42 +73,44 @@ func dueAnnouncedAfter(t *testing.T, others int) {
 const listenerSession = `query = 'LISTEN readpast'`
 
 func TestDueAnnouncedWhileListenerReconnects(t *testing.T) {
-	u := pgtest.URL(t)
-	a := pgharness.Open(t, u)
-	b := pgharness.Open(t, u)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	started, _ := storetest.DueClient(t, b, false)
-	ctx := context.Background()
-	listeners := func() int {
-		var n int
-		if err := a.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+	replay.Windowed(t, func(t *testing.T) {
+		u := pgtest.URL(t)
+		a := pgharness.Open(t, u)
+		b := pgharness.Open(t, u)
+		t.Cleanup(func() { a.Close(); b.Close() })
+		started, _ := storetest.DueClient(t, b, false)
+		ctx := context.Background()
+		listeners := func() int {
+			var n int
+			if err := a.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND `+listenerSession+``).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := listeners(); n != 1 {
+			t.Fatalf("%d LISTEN sessions, want the worker process's one", n)
+		}
+		if _, err := a.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND `+listenerSession+``); err != nil {
 			t.Fatal(err)
 		}
-		return n
-	}
-	if n := listeners(); n != 1 {
-		t.Fatalf("%d LISTEN sessions, want the worker process's one", n)
-	}
-	if _, err := a.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = current_database() AND `+listenerSession+``); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); listeners() != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the LISTEN session did not end")
+		for deadline := time.Now().Add(5 * time.Second); listeners() != 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the LISTEN session did not end")
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	due := time.Now().Add(300 * time.Millisecond)
-	if _, err := a.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "due", Queue: "q", RunAt: due}}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(20 * time.Millisecond) // the due NOTIFY goes 5 ms after the enqueue
-	if n := listeners(); n != 0 {
-		t.Skipf("the listener reconnected before the NOTIFY went (%d sessions): the window was missed", n)
-	}
-	storetest.StartsWithin(t, started, due, 500*time.Millisecond, "a job enqueued for later while the worker process's listener reconnected")
+		due := time.Now().Add(300 * time.Millisecond)
+		if _, err := a.Enqueue(ctx, []readpast.EnqueueParams{{Kind: "due", Queue: "q", RunAt: due}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // the due NOTIFY goes 5 ms after the enqueue
+		if n := listeners(); n != 0 {
+			t.Skipf("the listener reconnected before the NOTIFY went (%d sessions): the window was missed", n)
+		}
+		storetest.StartsWithin(t, started, due, 500*time.Millisecond, "a job enqueued for later while the worker process's listener reconnected")
+	})
 }
 
 // skewFunction shadows pg_catalog.now() for the sessions whose search_path

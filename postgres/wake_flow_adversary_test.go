@@ -7,6 +7,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/storetest/pgharness"
 )
 
@@ -19,7 +20,7 @@ import (
 // must be woken again at the child's run_at.
 func TestAdvWakeFlowChildWorkerStartedAfterEnqueue(t *testing.T) {
 	for _, blocked := range []string{"flow child", "batch finisher"} {
-		t.Run(blocked, func(t *testing.T) {
+		replay.Run(t, blocked, func(t *testing.T) {
 			ctx := context.Background()
 			u := pgtest.URL(t)
 			a := pgharness.Open(t, u)

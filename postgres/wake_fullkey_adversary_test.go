@@ -8,6 +8,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest/pgharness"
 )
@@ -40,7 +41,7 @@ func arvOpenParams(t *testing.T, params string) *postgres.Store {
 // at the next start.
 func TestAdvWakeListenOffFullKeyNextStart(t *testing.T) {
 	for _, how := range []string{"Complete", "CompleteTx"} {
-		t.Run(how, func(t *testing.T) {
+		replay.Run(t, how, func(t *testing.T) {
 			ctx := context.Background()
 			s := arvOpenParams(t, "readpast_listen=off")
 			ch, err := s.Subscribe(ctx)

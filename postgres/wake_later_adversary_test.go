@@ -7,6 +7,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 	"github.com/readpast/readpast/storetest/pgharness"
 )
@@ -133,7 +134,7 @@ func aw2pgComplete(t *testing.T, s *postgres.Store, j *readpast.Job) {
 // claims and completes) and one in another process (a second store).
 func aw2pgCase(t *testing.T, body func(t *testing.T, a, w *postgres.Store, ch <-chan struct{})) {
 	for _, where := range []string{"this process", "another process"} {
-		t.Run(where, func(t *testing.T) {
+		replay.Run(t, where, func(t *testing.T) {
 			u := pgtest.URL(t)
 			a := pgharness.Open(t, u)
 			w := a
@@ -412,7 +413,7 @@ func TestAdvWakeFullKeyProcessStartedAfterTheClaim(t *testing.T) {
 		if later {
 			name = "worker started after the claim"
 		}
-		t.Run(name, func(t *testing.T) {
+		replay.Run(t, name, func(t *testing.T) {
 			u := pgtest.URL(t)
 			a := pgharness.Open(t, u)
 			b := pgharness.Open(t, u)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/sqlite"
 )
 
@@ -331,7 +332,7 @@ func TestAdvWakeClaimLeavesKeyOutOfTokens(t *testing.T) {
 		{"1µs interval", readpast.Limit{Key: "g", Rate: 1_000_000, Per: time.Second, Burst: 1}, 0},
 		{"5ms interval, slow claim", readpast.Limit{Key: "g", Rate: 200, Per: time.Second, Burst: 1}, time.Millisecond},
 	} {
-		t.Run(c.name, func(t *testing.T) {
+		replay.Run(t, c.name, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			if _, err := s.PutLimit(ctx, c.limit); err != nil {
@@ -381,7 +382,7 @@ func TestAdvWakeCompleteFreesSlotOfKeyOutOfTokens(t *testing.T) {
 		if viaTx {
 			name = "CompleteSQLTx"
 		}
-		t.Run(name, func(t *testing.T) {
+		replay.Run(t, name, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			per := 300 * time.Millisecond

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/sqlite"
 )
 
@@ -20,54 +21,56 @@ import (
 // once the transaction has ended (announceOnTxEnd), firing at once for a
 // start that has passed.
 func TestAdvWakeCompleteSQLTxCommittedAfterNextStart(t *testing.T) {
-	ctx := context.Background()
-	s := openTemp(t)
-	if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 1, Per: 300 * time.Millisecond, Burst: 1}); err != nil {
-		t.Fatal(err)
-	}
-	js := aw2Enqueue(t, s, readpast.EnqueueParams{Kind: "a", Group: "g"}, readpast.EnqueueParams{Kind: "b", Group: "g"})
-	got := aw2Claim(t, s, readpast.DefaultQueue, 10)
-	if len(got) != 1 || got[0].ID != js[0].ID {
-		t.Fatalf("first claim: %d jobs, want a", len(got))
-	}
-	next := aw2NextStart(t, s, "g", "g")
-	ch, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.DB().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if !time.Now().Before(next) {
-		tx.Rollback()
-		t.Skip("no window")
-	}
-	// The transaction stays open past the next start; the worker claims
-	// at every wake-up meanwhile, as a worker would.
-	hold := time.After(time.Until(next) + 200*time.Millisecond)
-	wokeMeanwhile := 0
-wait:
-	for {
-		select {
-		case <-ch:
-			wokeMeanwhile++
-			if early := aw2Claim(t, s, readpast.DefaultQueue, 10); len(early) != 0 {
-				t.Fatalf("claimed %d jobs before the commit", len(early))
-			}
-		case <-hold:
-			break wait
+	replay.Windowed(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := openTemp(t)
+		if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 1, Per: 300 * time.Millisecond, Burst: 1}); err != nil {
+			t.Fatal(err)
 		}
-	}
-	t.Logf("woken %d times while the transaction was open", wokeMeanwhile)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, time.Now(), "the next job of a full key freed by a CompleteSQLTx committed after the next start")
+		js := aw2Enqueue(t, s, readpast.EnqueueParams{Kind: "a", Group: "g"}, readpast.EnqueueParams{Kind: "b", Group: "g"})
+		got := aw2Claim(t, s, readpast.DefaultQueue, 10)
+		if len(got) != 1 || got[0].ID != js[0].ID {
+			t.Fatalf("first claim: %d jobs, want a", len(got))
+		}
+		next := aw2NextStart(t, s, "g", "g")
+		ch, err := s.Subscribe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := s.DB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
+			tx.Rollback()
+			t.Fatal(err)
+		}
+		if !time.Now().Before(next) {
+			tx.Rollback()
+			t.Skip("no window")
+		}
+		// The transaction stays open past the next start; the worker claims
+		// at every wake-up meanwhile, as a worker would.
+		hold := time.After(time.Until(next) + 200*time.Millisecond)
+		wokeMeanwhile := 0
+	wait:
+		for {
+			select {
+			case <-ch:
+				wokeMeanwhile++
+				if early := aw2Claim(t, s, readpast.DefaultQueue, 10); len(early) != 0 {
+					t.Fatalf("claimed %d jobs before the commit", len(early))
+				}
+			case <-hold:
+				break wait
+			}
+		}
+		t.Logf("woken %d times while the transaction was open", wokeMeanwhile)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, time.Now(), "the next job of a full key freed by a CompleteSQLTx committed after the next start")
+	})
 }
 
 // TestAdvWakeCompleteSQLTxRolledBack: a CompleteSQLTx rolled back
@@ -110,7 +113,7 @@ func TestAdvWakeCompleteSQLTxRolledBack(t *testing.T) {
 // alarm A's claim set at the next start of the key it filled.
 func TestAdvWakeSecondStoreFreesFullKey(t *testing.T) {
 	for _, how := range []string{"cancel", "complete"} {
-		t.Run(how, func(t *testing.T) {
+		replay.Run(t, how, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "readpast.db")
 			a, err := sqlite.Open(ctx, path, sqlite.Options{})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/sqlite"
 )
 
@@ -164,7 +165,7 @@ func aw2ExitBeforeNextStart(t *testing.T, s *sqlite.Store, how string, j *readpa
 // them set an alarm for it", but no claim spent them.
 func TestAdvWakeTakeTokensLeavesFullKeyOutOfTokens(t *testing.T) {
 	for _, how := range aw2Exits {
-		t.Run(how, func(t *testing.T) {
+		replay.Run(t, how, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			per := 500 * time.Millisecond
@@ -192,34 +193,36 @@ func TestAdvWakeTakeTokensLeavesFullKeyOutOfTokens(t *testing.T) {
 // job's completion before the new next start marks the next job then and
 // wakes no one.
 func TestAdvWakeLimitLoweredWhileKeyFull(t *testing.T) {
-	ctx := context.Background()
-	s := openTemp(t)
-	if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 10, Per: time.Second, Burst: 10}); err != nil {
-		t.Fatal(err)
-	}
-	js := aw2Enqueue(t, s, readpast.EnqueueParams{Kind: "a", Group: "g"}, readpast.EnqueueParams{Kind: "b", Group: "g"})
-	got := aw2Claim(t, s, readpast.DefaultQueue, 10)
-	if len(got) != 1 {
-		t.Fatalf("first claim: %d jobs", len(got))
-	}
-	if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 1, Per: time.Second, Burst: 1}); err != nil {
-		t.Fatal(err)
-	}
-	// A worker woken by the change claims: the key is full.
-	if again := aw2Claim(t, s, readpast.DefaultQueue, 10); len(again) != 0 {
-		t.Fatalf("a claim after the change got %d jobs of a full key", len(again))
-	}
-	next := aw2NextStart(t, s, "g", "g")
-	t.Logf("next start in %v", time.Until(next).Round(time.Millisecond))
-	ch, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aw2Exit(t, s, "complete", got[0])
-	if !time.Now().Before(next) {
-		t.Skip("no window")
-	}
-	aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key whose rate was lowered")
+	replay.Windowed(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := openTemp(t)
+		if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 10, Per: time.Second, Burst: 10}); err != nil {
+			t.Fatal(err)
+		}
+		js := aw2Enqueue(t, s, readpast.EnqueueParams{Kind: "a", Group: "g"}, readpast.EnqueueParams{Kind: "b", Group: "g"})
+		got := aw2Claim(t, s, readpast.DefaultQueue, 10)
+		if len(got) != 1 {
+			t.Fatalf("first claim: %d jobs", len(got))
+		}
+		if _, err := s.PutLimit(ctx, readpast.Limit{Key: "g", Concurrency: 1, Rate: 1, Per: time.Second, Burst: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// A worker woken by the change claims: the key is full.
+		if again := aw2Claim(t, s, readpast.DefaultQueue, 10); len(again) != 0 {
+			t.Fatalf("a claim after the change got %d jobs of a full key", len(again))
+		}
+		next := aw2NextStart(t, s, "g", "g")
+		t.Logf("next start in %v", time.Until(next).Round(time.Millisecond))
+		ch, err := s.Subscribe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aw2Exit(t, s, "complete", got[0])
+		if !time.Now().Before(next) {
+			t.Skip("no window")
+		}
+		aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key whose rate was lowered")
+	})
 }
 
 // TestAdvWakeLaterKeyFilledByClaim: key h (concurrency 1, one start per
@@ -232,7 +235,7 @@ func TestAdvWakeLimitLoweredWhileKeyFull(t *testing.T) {
 // that start, waking no one.
 func TestAdvWakeLaterKeyFilledByClaim(t *testing.T) {
 	for _, how := range aw2Exits {
-		t.Run(how, func(t *testing.T) {
+		replay.Run(t, how, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			per := 500 * time.Millisecond
@@ -263,7 +266,7 @@ func TestAdvWakeLaterKeyFilledByClaim(t *testing.T) {
 // must deliver it.
 func TestAdvWakeControlFirstKeyFilledByClaim(t *testing.T) {
 	for _, how := range aw2Exits {
-		t.Run(how, func(t *testing.T) {
+		replay.Run(t, how, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			per := 500 * time.Millisecond
@@ -336,29 +339,31 @@ func TestAdvWakeNearFutureRunAtPaths(t *testing.T) {
 // ahead whose parent succeeds before it: the child becomes pending, not
 // yet due. An alarm at its run_at must deliver it.
 func TestAdvWakeFlowChildReleasedBeforeItsRunAt(t *testing.T) {
-	ctx := context.Background()
-	s := openTemp(t)
-	runAt := time.Now().Add(400 * time.Millisecond)
-	js, err := s.EnqueueFlow(ctx, []readpast.FlowJob{
-		{Ref: "p", Job: readpast.EnqueueParams{Kind: "p", Queue: "parent"}},
-		{Ref: "c", Job: readpast.EnqueueParams{Kind: "c", Queue: "child", RunAt: runAt}, After: []readpast.After{{Ref: "p"}}},
+	replay.Windowed(t, func(t *testing.T) {
+		ctx := context.Background()
+		s := openTemp(t)
+		runAt := time.Now().Add(400 * time.Millisecond)
+		js, err := s.EnqueueFlow(ctx, []readpast.FlowJob{
+			{Ref: "p", Job: readpast.EnqueueParams{Kind: "p", Queue: "parent"}},
+			{Ref: "c", Job: readpast.EnqueueParams{Kind: "c", Queue: "child", RunAt: runAt}, After: []readpast.After{{Ref: "p"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := aw2Claim(t, s, "parent", 1)
+		if len(p) != 1 {
+			t.Fatal("parent not claimed")
+		}
+		ch, err := s.Subscribe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		aw2Exit(t, s, "complete", p[0])
+		if !time.Now().Before(runAt) {
+			t.Skip("no window")
+		}
+		aw2Expect(t, s, ch, "child", js[1].ID, js[1].RunAt, "a flow child released before its run_at")
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := aw2Claim(t, s, "parent", 1)
-	if len(p) != 1 {
-		t.Fatal("parent not claimed")
-	}
-	ch, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	aw2Exit(t, s, "complete", p[0])
-	if !time.Now().Before(runAt) {
-		t.Skip("no window")
-	}
-	aw2Expect(t, s, ch, "child", js[1].ID, js[1].RunAt, "a flow child released before its run_at")
 }
 
 // TestAdvWakeBatchFinisherReleasedBeforeItsRunAt: a batch whose
@@ -369,7 +374,7 @@ func TestAdvWakeFlowChildReleasedBeforeItsRunAt(t *testing.T) {
 // finds nothing, and nothing wakes them at the run_at.
 func TestAdvWakeBatchFinisherReleasedBeforeItsRunAt(t *testing.T) {
 	for _, by := range []string{"last member's completion", "seal", "seal whose context ends after its commit"} {
-		t.Run(by, func(t *testing.T) {
+		replay.Run(t, by, func(t *testing.T) {
 			ctx := context.Background()
 			s := openTemp(t)
 			runAt := time.Now().Add(400 * time.Millisecond)
