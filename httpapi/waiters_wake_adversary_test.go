@@ -157,6 +157,53 @@ func TestAdvWakeNearFutureRunAt(t *testing.T) {
 	}
 }
 
+// adv4BeginSQLTx begins a transaction of the caller's on store's
+// database, for its SQLTx methods.
+func adv4BeginSQLTx(t *testing.T, store readpast.Store) *sql.Tx {
+	t.Helper()
+	if lite, ok := store.(*sqlite.Store); ok {
+		tx, err := lite.DB().BeginTx(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	return pgharness.BeginSQLTx(t, store)
+}
+
+// adv4CommitThenDelivered lets the claim an early wake-up starts, if any,
+// end (a request waiting for queue claims, clearing its group's due
+// mark, and finds nothing: claims counted by as past before), commits tx,
+// and then requires the waiting request's answer got to hold one job,
+// want.
+func adv4CommitThenDelivered(t *testing.T, e *testEnv, as *adv4Store, before int, queue string, tx *sql.Tx, got <-chan []Job, want string) {
+	t.Helper()
+	early := false
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if len(as.snapshot()) > before {
+			early = true
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if early {
+		adv4Waiting(t, e, queue, 1)
+	}
+	t.Logf("a claim before the commit: %v", early)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case js := <-got:
+		if len(js) != 1 {
+			t.Fatalf("the waiting claim ended with %d jobs, want %s (early claim before the commit: %v)", len(js), want, early)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+}
+
 // TestAdvWakeFlowSQLTxWakesBeforeCommit: on PostgreSQL,
 // EnqueueFlowSQLTx (and AddToBatchSQLTx) wake the store's claimers as
 // they return, before the caller's transaction commits (flowStored). A
@@ -181,15 +228,7 @@ func TestAdvWakeFlowSQLTxWakesBeforeCommit(t *testing.T) {
 				adv4Waiting(t, e, "f", 1)
 				before := len(as.snapshot())
 
-				var tx *sql.Tx
-				if store == "sqlite" {
-					var err error
-					if tx, err = e.store.(*sqlite.Store).DB().BeginTx(ctx, nil); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					tx = pgharness.BeginSQLTx(t, e.store)
-				}
+				tx := adv4BeginSQLTx(t, e.store)
 				defer tx.Rollback()
 				var err error
 				if op == "flow" {
@@ -200,32 +239,7 @@ func TestAdvWakeFlowSQLTxWakesBeforeCommit(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// A claim the early wake-up starts, if any, ends before
-				// the commit.
-				early := false
-				deadline := time.Now().Add(time.Second)
-				for time.Now().Before(deadline) {
-					if len(as.snapshot()) > before {
-						early = true
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
-				if early {
-					adv4Waiting(t, e, "f", 1)
-				}
-				t.Logf("a claim before the commit: %v", early)
-				if err := tx.Commit(); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case js := <-got:
-					if len(js) != 1 {
-						t.Fatalf("the waiting claim ended with %d jobs, want the committed one (early claim before the commit: %v)", len(js), early)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("no answer")
-				}
+				adv4CommitThenDelivered(t, e, as, before, "f", tx, got, "the committed one")
 			})
 		}
 	}
@@ -254,42 +268,12 @@ func TestAdvWakeCompleteSQLTxReleasesChild(t *testing.T) {
 			got := adv4ClaimReq(e, "child", 1, 5)
 			adv4Waiting(t, e, "child", 1)
 			before := len(as.snapshot())
-			var tx *sql.Tx
-			if store == "sqlite" {
-				if tx, err = e.store.(*sqlite.Store).DB().BeginTx(ctx, nil); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				tx = pgharness.BeginSQLTx(t, e.store)
-			}
+			tx := adv4BeginSQLTx(t, e.store)
 			defer tx.Rollback()
 			if err := e.store.(readpast.SQLTxStore).CompleteSQLTx(ctx, tx, readpast.Completion{ID: ps[0].ID, Token: ps[0].Token}); err != nil {
 				t.Fatal(err)
 			}
-			early := false
-			deadline := time.Now().Add(time.Second)
-			for time.Now().Before(deadline) {
-				if len(as.snapshot()) > before {
-					early = true
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			if early {
-				adv4Waiting(t, e, "child", 1)
-			}
-			t.Logf("a claim before the commit: %v", early)
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case js := <-got:
-				if len(js) != 1 {
-					t.Fatalf("the waiting claim ended with %d jobs, want the released child (early claim: %v)", len(js), early)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("no answer")
-			}
+			adv4CommitThenDelivered(t, e, as, before, "child", tx, got, "the released child")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/internal/pgtest"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 )
 
@@ -182,7 +183,7 @@ func TestEnqueueTx(t *testing.T) {
 	if _, err := s.Get(ctx, rolledBack); !errors.Is(err, readpast.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v", err)
 	}
-	drain(wake)
+	replay.Drain(wake)
 	var committed int64
 	err = pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO orders VALUES (2)"); err != nil {
@@ -209,16 +210,6 @@ func TestEnqueueTx(t *testing.T) {
 	case <-wake:
 	case <-time.After(2 * time.Second):
 		t.Fatal("another process was not woken after the commit")
-	}
-}
-
-func drain(c <-chan struct{}) {
-	for {
-		select {
-		case <-c:
-		default:
-			return
-		}
 	}
 }
 

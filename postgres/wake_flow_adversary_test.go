@@ -42,7 +42,7 @@ func TestAdvWakeFlowChildWorkerStartedAfterEnqueue(t *testing.T) {
 					if len(p) != 1 {
 						t.Fatal("parent not claimed")
 					}
-					aw2pgComplete(t, a, p[0])
+					advComplete(t, a, p[0])
 				}
 			} else {
 				f, err := a.OpenBatch(ctx, readpast.BatchParams{Finisher: readpast.EnqueueParams{Kind: "f", Queue: "child", RunAt: runAt}})
@@ -61,7 +61,7 @@ func TestAdvWakeFlowChildWorkerStartedAfterEnqueue(t *testing.T) {
 			t.Cleanup(func() { w.Close() })
 			ch := aw2pgWorker(t, a, w, 1)
 			time.Sleep(100 * time.Millisecond) // its due_upcoming read is over
-			aw2pgDrain(ch)
+			replay.Drain(ch)
 			release()
 			c, err := a.Get(ctx, childID)
 			if err != nil || c.State != readpast.StatePending {
@@ -70,7 +70,7 @@ func TestAdvWakeFlowChildWorkerStartedAfterEnqueue(t *testing.T) {
 			if !time.Now().Before(runAt) {
 				t.Skip("released after its run_at: no window")
 			}
-			aw2pgExpect(t, w, ch, "child", childID, c.RunAt, "a "+blocked+" released before its run_at, worker started after the enqueue")
+			replay.Delivered(t, w, ch, "child", childID, c.RunAt, "a "+blocked+" released before its run_at, worker started after the enqueue")
 		})
 	}
 }

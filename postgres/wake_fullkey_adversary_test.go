@@ -54,12 +54,12 @@ func TestAdvWakeListenOffFullKeyNextStart(t *testing.T) {
 			if len(got) != 1 || got[0].ID != js[0].ID {
 				t.Fatalf("first claim: %d jobs, want a", len(got))
 			}
-			next := aw2pgNextStart(t, s, "g", "g")
+			next := replay.NextStart(t, s, "g", "g")
 			time.Sleep(20 * time.Millisecond)
-			aw2pgDrain(ch)
+			replay.Drain(ch)
 			switch how {
 			case "Complete":
-				aw2pgComplete(t, s, got[0])
+				advComplete(t, s, got[0])
 			case "CompleteTx":
 				tx, err := s.Pool().Begin(ctx)
 				if err != nil {
@@ -76,7 +76,7 @@ func TestAdvWakeListenOffFullKeyNextStart(t *testing.T) {
 			if !time.Now().Before(next) {
 				t.Skip("the completion came after the next start: no window")
 			}
-			aw2pgExpect(t, s, ch, "q", js[1].ID, next, "readpast_listen=off: the next job of a full key a claim left out of tokens, after "+how)
+			replay.Delivered(t, s, ch, "q", js[1].ID, next, "readpast_listen=off: the next job of a full key a claim left out of tokens, after "+how)
 		})
 	}
 }
@@ -94,7 +94,7 @@ func TestAdvWakeCompleteTxCommittedAfterNextStart(t *testing.T) {
 		if len(got) != 1 || got[0].ID != js[0].ID {
 			t.Fatalf("first claim: %d jobs, want a", len(got))
 		}
-		next := aw2pgNextStart(t, a, "g", "g")
+		next := replay.NextStart(t, a, "g", "g")
 		tx, err := a.Pool().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -114,7 +114,7 @@ func TestAdvWakeCompleteTxCommittedAfterNextStart(t *testing.T) {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		aw2pgExpect(t, w, ch, "q", js[1].ID, time.Now(), "a full key's next job freed by a CompleteTx committed after the next start")
+		replay.Delivered(t, w, ch, "q", js[1].ID, time.Now(), "a full key's next job freed by a CompleteTx committed after the next start")
 	})
 }
 
@@ -173,7 +173,7 @@ func TestAdvWakeTriggerDueCap(t *testing.T) {
 		}
 		next := last.StartedAt.Add(per) // burst 1: one start a per
 		time.Sleep(20 * time.Millisecond)
-		aw2pgDrain(ch)
+		replay.Drain(ch)
 		var cs []readpast.Completion
 		for _, j := range byKey {
 			cs = append(cs, readpast.Completion{ID: j.ID, Token: j.Token})
@@ -190,6 +190,6 @@ func TestAdvWakeTriggerDueCap(t *testing.T) {
 		if !time.Now().Before(next) {
 			t.Skip("no window")
 		}
-		aw2pgExpect(t, w, ch, "q", want.ID, next, "the next job of the 257th full key freed by one Complete")
+		replay.Delivered(t, w, ch, "q", want.ID, next, "the next job of the 257th full key freed by one Complete")
 	})
 }

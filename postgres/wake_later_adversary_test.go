@@ -33,77 +33,6 @@ func aw2pgWorker(t *testing.T, a, w *postgres.Store, listeners int) <-chan struc
 	return ch
 }
 
-// aw2pgDrain empties ch.
-func aw2pgDrain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
-// aw2pgExpect claims queue through w at every wake-up on ch until a claim
-// gets job id, at most until claimable+3s.
-func aw2pgExpect(t *testing.T, w *postgres.Store, ch <-chan struct{}, queue string, id int64, claimable time.Time, what string) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.After(time.Until(claimable) + 3*time.Second)
-	wakes, early := 0, 0
-	for {
-		select {
-		case <-ch:
-			wakes++
-			now := time.Now()
-			if now.Before(claimable) {
-				early++
-			}
-			got, err := w.Claim(ctx, claimQ("w", 10, queue))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, j := range got {
-				if j.ID == id {
-					t.Logf("%s: delivered %v after it became claimable (%d wake-ups, %d before)", what, now.Sub(claimable).Round(time.Millisecond), wakes, early)
-					return
-				}
-			}
-			continue
-		case <-deadline:
-		}
-		break
-	}
-	got, err := w.Claim(ctx, claimQ("check", 10, queue))
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := false
-	for _, j := range got {
-		claimed = claimed || j.ID == id
-	}
-	t.Fatalf("%s: job %d claimable from %v ago, %d wake-ups (%d before it was claimable) and none delivered it; a plain claim now gets it: %v. It waits for the poll.",
-		what, id, time.Since(claimable).Round(time.Millisecond), wakes, early, claimed)
-}
-
-func aw2pgNextStart(t *testing.T, s *postgres.Store, limitKey, key string) time.Time {
-	t.Helper()
-	li, err := s.GetLimit(context.Background(), limitKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range li.Keys {
-		if k.Key == key {
-			if k.NextStart.IsZero() {
-				t.Fatalf("key %s has tokens (%d): no window", key, k.Tokens)
-			}
-			return k.NextStart
-		}
-	}
-	t.Fatalf("no state for key %s", key)
-	return time.Time{}
-}
-
 func aw2pgEnqueue(t *testing.T, s *postgres.Store, ps ...readpast.EnqueueParams) []*readpast.Job {
 	t.Helper()
 	js, err := s.Enqueue(context.Background(), ps)
@@ -120,14 +49,6 @@ func aw2pgClaim(t *testing.T, s *postgres.Store, queue string, limit int) []*rea
 		t.Fatal(err)
 	}
 	return got
-}
-
-func aw2pgComplete(t *testing.T, s *postgres.Store, j *readpast.Job) {
-	t.Helper()
-	res, err := s.Complete(context.Background(), []readpast.Completion{{ID: j.ID, Token: j.Token}})
-	if err != nil || res[0] != nil {
-		t.Fatal(err, res)
-	}
 }
 
 // aw2pgCase runs body for a worker in this process (the store that
@@ -155,14 +76,14 @@ func aw2pgCase(t *testing.T, body func(t *testing.T, a, w *postgres.Store, ch <-
 // start to deliver job want from queue q.
 func aw2pgCompleteBeforeNextStart(t *testing.T, a, w *postgres.Store, ch <-chan struct{}, j *readpast.Job, key string, want int64, what string) {
 	t.Helper()
-	next := aw2pgNextStart(t, a, key, key)
+	next := replay.NextStart(t, a, key, key)
 	time.Sleep(20 * time.Millisecond) // the claim's "due:" NOTIFY, if any, has gone
-	aw2pgDrain(ch)
-	aw2pgComplete(t, a, j)
+	replay.Drain(ch)
+	advComplete(t, a, j)
 	if !time.Now().Before(next) {
 		t.Skip("the completion came after the next start: no window")
 	}
-	aw2pgExpect(t, w, ch, "q", want, next, what)
+	replay.Delivered(t, w, ch, "q", want, next, what)
 }
 
 // TestAdvWakeControlFirstKeyFilledByClaim: a claim of two fills the key
@@ -271,8 +192,8 @@ func TestAdvWakeFlowChildReleasedBeforeItsRunAt(t *testing.T) {
 			t.Fatal("parent not claimed")
 		}
 		time.Sleep(20 * time.Millisecond)
-		aw2pgDrain(ch)
-		aw2pgComplete(t, a, p[0])
+		replay.Drain(ch)
+		advComplete(t, a, p[0])
 		if !time.Now().Before(runAt) {
 			t.Skip("no window")
 		}
@@ -280,7 +201,7 @@ func TestAdvWakeFlowChildReleasedBeforeItsRunAt(t *testing.T) {
 		if err != nil || c.State != readpast.StatePending {
 			t.Fatalf("child: %v %v", c, err)
 		}
-		aw2pgExpect(t, w, ch, "child", c.ID, c.RunAt, "a flow child released before its run_at")
+		replay.Delivered(t, w, ch, "child", c.ID, c.RunAt, "a flow child released before its run_at")
 	})
 }
 
@@ -307,9 +228,9 @@ func TestAdvWakeBatchFinisherReleasedBeforeItsRunAt(t *testing.T) {
 					t.Fatal("member not claimed")
 				}
 				if by == "seal" {
-					aw2pgComplete(t, a, m[0])
+					advComplete(t, a, m[0])
 					time.Sleep(20 * time.Millisecond)
-					aw2pgDrain(ch)
+					replay.Drain(ch)
 					if _, err := a.SealBatch(ctx, fin.ID); err != nil {
 						t.Fatal(err)
 					}
@@ -318,8 +239,8 @@ func TestAdvWakeBatchFinisherReleasedBeforeItsRunAt(t *testing.T) {
 						t.Fatal(err)
 					}
 					time.Sleep(20 * time.Millisecond)
-					aw2pgDrain(ch)
-					aw2pgComplete(t, a, m[0])
+					replay.Drain(ch)
+					advComplete(t, a, m[0])
 				}
 				if !time.Now().Before(runAt) {
 					t.Skip("no window")
@@ -328,7 +249,7 @@ func TestAdvWakeBatchFinisherReleasedBeforeItsRunAt(t *testing.T) {
 				if err != nil || j.State != readpast.StatePending {
 					t.Fatalf("finisher: %v %v", j, err)
 				}
-				aw2pgExpect(t, w, ch, "fin", fin.ID, j.RunAt, "a batch finisher with a run_at ahead, released by the "+by)
+				replay.Delivered(t, w, ch, "fin", fin.ID, j.RunAt, "a batch finisher with a run_at ahead, released by the "+by)
 			})
 		})
 	}
@@ -351,7 +272,7 @@ func TestAdvWakeNearFutureRunAtPaths(t *testing.T) {
 					}
 				}
 				time.Sleep(20 * time.Millisecond)
-				aw2pgDrain(ch)
+				replay.Drain(ch)
 				p := readpast.EnqueueParams{Kind: "k", Queue: "q", RunAt: time.Now().Add(30 * time.Millisecond)}
 				var (
 					js  []*readpast.Job
@@ -392,7 +313,7 @@ func TestAdvWakeNearFutureRunAtPaths(t *testing.T) {
 				if js[0].CreatedAt.IsZero() {
 					t.Errorf("%s returned a job without CreatedAt", path)
 				}
-				aw2pgExpect(t, w, ch, "q", js[0].ID, js[0].RunAt, "a job enqueued 30 ms ahead by "+path)
+				replay.Delivered(t, w, ch, "q", js[0].ID, js[0].RunAt, "a job enqueued 30 ms ahead by "+path)
 			})
 		})
 	}
@@ -428,19 +349,19 @@ func TestAdvWakeFullKeyProcessStartedAfterTheClaim(t *testing.T) {
 			if len(got) != 1 || got[0].ID != js[0].ID {
 				t.Fatalf("first claim: %d jobs, want x", len(got))
 			}
-			next := aw2pgNextStart(t, a, "g", "g")
+			next := replay.NextStart(t, a, "g", "g")
 			if later {
 				time.Sleep(20 * time.Millisecond) // the claim's NOTIFY has gone
 				ch = aw2pgWorker(t, a, b, 1)
 				time.Sleep(50 * time.Millisecond) // its due_upcoming read is over
 			}
 			time.Sleep(20 * time.Millisecond)
-			aw2pgDrain(ch)
-			aw2pgComplete(t, a, got[0])
+			replay.Drain(ch)
+			advComplete(t, a, got[0])
 			if !time.Now().Before(next) {
 				t.Skip("no window")
 			}
-			aw2pgExpect(t, b, ch, "q", js[1].ID, next, "the next job of a key a claim of another process filled, "+name)
+			replay.Delivered(t, b, ch, "q", js[1].ID, next, "the next job of a key a claim of another process filled, "+name)
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/replay"
 	"github.com/readpast/readpast/postgres"
 )
 
@@ -28,8 +29,8 @@ func TestAdvWakeRaisedLaterKeyWakesItsWaiter(t *testing.T) {
 			t.Fatalf("x claimed while K is full: %d jobs", len(got))
 		}
 		time.Sleep(300 * time.Millisecond) // the enqueue's and claims' wake-ups have gone
-		aw2pgDrain(ch)
+		replay.Drain(ch)
 		putLimit(t, a, readpast.Limit{Key: "K", Concurrency: 2})
-		aw2pgExpect(t, w, ch, "q", xs[0].ID, time.Now(), "x, whose later key K a limit change raised")
+		replay.Delivered(t, w, ch, "q", xs[0].ID, time.Now(), "x, whose later key K a limit change raised")
 	})
 }

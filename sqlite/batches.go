@@ -139,8 +139,7 @@ func (s *Store) AddToBatchSQLTx(ctx context.Context, tx *sql.Tx, id int64, jobs 
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: add to batch: %w", classify(err))
 	}
-	s.wakeOnTxEnd()
-	s.dueLater(out)
+	s.storedInTx(out)
 	return out, nil
 }
 

@@ -64,12 +64,9 @@ func (s *Store) Claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 	if err != nil {
 		return nil, err
 	}
-	if freed {
-		s.wake() // a group this claim looked at has more to give
-	}
-	for _, t := range next {
-		s.due.At(t) // a key out of tokens can start a job then: now, if that has passed
-	}
+	// A group this claim looked at has more to give now (freed), or a key
+	// out of tokens can start a job at a time in next.
+	s.announce(wakeup{now: freed, later: next})
 	return out, nil
 }
 
@@ -509,7 +506,7 @@ func announceHeads(ctx context.Context, tx *sql.Tx, groups []string, known map[s
 			if m.runAt <= nowUS {
 				w.now = true
 			} else {
-				w.later = append(w.later, m.runAt)
+				w.later = append(w.later, time.UnixMicro(m.runAt))
 			}
 			marks = append(marks, m)
 		}

@@ -35,7 +35,7 @@ func (s *Store) dueAt(now, t time.Time) {
 // process's, or TakeTokens, or a claim that left the key full.
 type wakeup struct {
 	now   bool
-	later []int64 // Unix µs
+	later []time.Time
 }
 
 // or is w and o together.
@@ -46,7 +46,7 @@ func (w wakeup) or(o wakeup) wakeup {
 // announce sets w's alarms and wakes the claimers if w says so.
 func (s *Store) announce(w wakeup) {
 	for _, t := range w.later {
-		s.due.At(time.UnixMicro(t))
+		s.due.At(t) // a past t: at once
 	}
 	if w.now {
 		s.wake()

@@ -108,8 +108,7 @@ func (s *Store) EnqueueFlowSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpas
 		}
 		return nil, fmt.Errorf("sqlite: enqueue flow: %w", classify(err))
 	}
-	s.wakeOnTxEnd()
-	s.dueLater(out)
+	s.storedInTx(out)
 	return out, nil
 }
 

@@ -15,7 +15,7 @@ var _ readpast.SQLTxStore = (*Store)(nil)
 // be a transaction on s.DB(): the jobs exist if and only if tx commits. It
 // validates and returns the jobs as Enqueue does (readpast.SQLTxStore).
 //
-// Subscribers are woken once tx has ended (wakeOnTxEnd), so a claim they
+// Subscribers are woken once tx has ended (storedInTx), so a claim they
 // start sees the jobs if tx committed. There is no retry on SQLITE_BUSY
 // here: the caller owns the transaction.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
@@ -33,8 +33,7 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: enqueue: %w", err)
 	}
-	s.wakeOnTxEnd()
-	s.dueLater(out) // if tx commits; a spurious alarm costs a probe
+	s.storedInTx(out)
 	return out, nil
 }
 
@@ -56,15 +55,18 @@ func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Comple
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
-	if wake.now || len(wake.later) > 0 {
-		s.announceOnTxEnd(wake)
-	}
+	s.announceOnTxEnd(wake)
 	return res[0]
 }
 
-// wakeOnTxEnd wakes the subscribers once the caller's transaction on the
-// write pool's one connection has ended (announceOnTxEnd).
-func (s *Store) wakeOnTxEnd() { s.announceOnTxEnd(wakeup{now: true}) }
+// storedInTx wakes the subscribers once the caller's transaction that
+// wrote jobs out has ended (announceOnTxEnd), and sets the alarms of those
+// due later at once: if tx commits; a spurious alarm costs a probe, and
+// one that fires before the commit is covered by the wake-up at its end.
+func (s *Store) storedInTx(out []*readpast.Job) {
+	s.announceOnTxEnd(wakeup{now: true})
+	s.dueLater(out)
+}
 
 // announceOnTxEnd wakes the subscribers as w says once the caller's
 // transaction on the write pool's one connection has ended, that is once
@@ -72,8 +74,11 @@ func (s *Store) wakeOnTxEnd() { s.announceOnTxEnd(wakeup{now: true}) }
 // nothing: its read-only probe does not wait for the write transaction,
 // and sees only what is committed; so would an alarm for a mark that
 // came due before the commit (it fires at once instead). If the store
-// closes first, no one is woken.
+// closes first, no one is woken. A w that asks for nothing starts nothing.
 func (s *Store) announceOnTxEnd(w wakeup) {
+	if !w.now && len(w.later) == 0 {
+		return
+	}
 	go func() {
 		c, err := s.write.Conn(context.Background())
 		if err != nil {

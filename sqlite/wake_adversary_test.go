@@ -24,22 +24,12 @@ func adv4Woken(ch <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// adv4Drain empties ch.
-func adv4Drain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
-
-// adv4WakeGoroutines counts the goroutines parked in wakeOnTxEnd.
+// adv4WakeGoroutines counts the goroutines parked in announceOnTxEnd
+// (storedInTx) until the caller's transaction ends.
 func adv4WakeGoroutines() int {
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "created by github.com/readpast/readpast/sqlite.(*Store).wakeOnTxEnd")
+	return strings.Count(string(buf), "created by github.com/readpast/readpast/sqlite.(*Store).announceOnTxEnd")
 }
 
 // TestAdvWakeAlarmBeforeCommit: a job enqueued in the caller's
@@ -69,7 +59,7 @@ func TestAdvWakeAlarmBeforeCommit(t *testing.T) {
 	if got := claimDefault(ctx, s); len(got) != 0 {
 		t.Fatalf("a claim before the commit got %d jobs", len(got))
 	}
-	adv4Drain(ch)
+	replay.Drain(ch)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +105,7 @@ func TestAdvWakeSeveralWritesRollbackThenCommit(t *testing.T) {
 	}
 	write(tx)
 	if n := adv4WakeGoroutines() - base; n != 3 {
-		t.Logf("%d wake-up goroutines wait for the transaction", n)
+		t.Fatalf("%d wake-up goroutines wait for the transaction, want one a write (3)", n)
 	}
 	if adv4Woken(ch, 100*time.Millisecond) {
 		t.Fatal("woken while the transaction is open")
@@ -124,7 +114,7 @@ func TestAdvWakeSeveralWritesRollbackThenCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	advUntil4(t, "the wake-up goroutines end after the rollback", func() bool { return adv4WakeGoroutines() == base })
-	adv4Drain(ch)
+	replay.Drain(ch)
 	if got := claimDefault(ctx, s); len(got) != 0 {
 		t.Fatalf("rolled back, yet a claim got %d jobs", len(got))
 	}
@@ -165,6 +155,9 @@ func TestAdvWakeTxOpenUntilClose(t *testing.T) {
 		if _, err := s.EnqueueSQLTx(ctx, tx, []readpast.EnqueueParams{{Kind: "k"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if n := adv4WakeGoroutines() - base; n != 5 {
+		t.Fatalf("%d wake-up goroutines wait for the transaction, want one a write (5)", n)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()

@@ -32,7 +32,7 @@ func TestAdvWakeCompleteSQLTxCommittedAfterNextStart(t *testing.T) {
 		if len(got) != 1 || got[0].ID != js[0].ID {
 			t.Fatalf("first claim: %d jobs, want a", len(got))
 		}
-		next := aw2NextStart(t, s, "g", "g")
+		next := replay.NextStart(t, s, "g", "g")
 		ch, err := s.Subscribe(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestAdvWakeCompleteSQLTxCommittedAfterNextStart(t *testing.T) {
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, time.Now(), "the next job of a full key freed by a CompleteSQLTx committed after the next start")
+		replay.Delivered(t, s, ch, readpast.DefaultQueue, js[1].ID, time.Now(), "the next job of a full key freed by a CompleteSQLTx committed after the next start")
 	})
 }
 
@@ -138,7 +138,7 @@ func TestAdvWakeSecondStoreFreesFullKey(t *testing.T) {
 			if len(got) != 1 || got[0].ID != js[0].ID {
 				t.Fatalf("first claim: %d jobs, want a", len(got))
 			}
-			next := aw2NextStart(t, a, "g", "g")
+			next := replay.NextStart(t, a, "g", "g")
 			for len(ch) > 0 {
 				<-ch
 				aw2Claim(t, a, readpast.DefaultQueue, 10)
@@ -147,7 +147,7 @@ func TestAdvWakeSecondStoreFreesFullKey(t *testing.T) {
 			if !time.Now().Before(next) {
 				t.Skip("no window")
 			}
-			aw2Expect(t, a, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key another store freed by a "+how)
+			replay.Delivered(t, a, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key another store freed by a "+how)
 		})
 	}
 }

@@ -18,50 +18,6 @@ import (
 // wake-up as a worker would, and fails if the job is claimable, yet no
 // wake-up came at or after the moment it became so within 3 s.
 
-// aw2Expect claims queue at every wake-up on ch until a claim gets job
-// id, at most until claimable+3s. It fails when no wake-up at or after
-// claimable delivered the job, reporting whether a plain claim then gets
-// it (that is: it waits for the poll).
-func aw2Expect(t *testing.T, s *sqlite.Store, ch <-chan struct{}, queue string, id int64, claimable time.Time, what string) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.After(time.Until(claimable) + 3*time.Second)
-	wakes, early := 0, 0
-	for {
-		select {
-		case <-ch:
-			wakes++
-			now := time.Now()
-			if now.Before(claimable) {
-				early++
-			}
-			got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{queue}, Worker: "w", Limit: 10, Lease: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, j := range got {
-				if j.ID == id {
-					t.Logf("%s: delivered %v after it became claimable (%d wake-ups, %d before)", what, now.Sub(claimable).Round(time.Millisecond), wakes, early)
-					return
-				}
-			}
-			continue
-		case <-deadline:
-		}
-		break
-	}
-	got, err := s.Claim(ctx, readpast.ClaimParams{Queues: []string{queue}, Worker: "check", Limit: 10, Lease: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claimed := false
-	for _, j := range got {
-		claimed = claimed || j.ID == id
-	}
-	t.Fatalf("%s: job %d claimable from %v ago, %d wake-ups (%d before it was claimable) and none delivered it; a plain claim now gets it: %v. It waits for the poll.",
-		what, id, time.Since(claimable).Round(time.Millisecond), wakes, early, claimed)
-}
-
 func aw2Enqueue(t *testing.T, s *sqlite.Store, ps ...readpast.EnqueueParams) []*readpast.Job {
 	t.Helper()
 	js, err := s.Enqueue(context.Background(), ps)
@@ -78,24 +34,6 @@ func aw2Claim(t *testing.T, s *sqlite.Store, queue string, limit int) []*readpas
 		t.Fatal(err)
 	}
 	return got
-}
-
-func aw2NextStart(t *testing.T, s *sqlite.Store, limitKey, key string) time.Time {
-	t.Helper()
-	li, err := s.GetLimit(context.Background(), limitKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range li.Keys {
-		if k.Key == key {
-			if k.NextStart.IsZero() {
-				t.Fatalf("key %s has tokens (%d): no window", key, k.Tokens)
-			}
-			return k.NextStart
-		}
-	}
-	t.Fatalf("no state for key %s", key)
-	return time.Time{}
 }
 
 // aw2Exit ends a running job the way named: every exit that frees a slot
@@ -143,7 +81,7 @@ var aw2Exits = []string{"complete", "completeSQLTx", "fail for good", "cancel"}
 // next start to deliver job want.
 func aw2ExitBeforeNextStart(t *testing.T, s *sqlite.Store, how string, j *readpast.Job, key string, want int64, what string) {
 	t.Helper()
-	next := aw2NextStart(t, s, key, key)
+	next := replay.NextStart(t, s, key, key)
 	ch, err := s.Subscribe(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +90,7 @@ func aw2ExitBeforeNextStart(t *testing.T, s *sqlite.Store, how string, j *readpa
 	if !time.Now().Before(next) {
 		t.Skip("the exit came after the next start: no window")
 	}
-	aw2Expect(t, s, ch, readpast.DefaultQueue, want, next, what)
+	replay.Delivered(t, s, ch, readpast.DefaultQueue, want, next, what)
 }
 
 // TestAdvWakeTakeTokensLeavesFullKeyOutOfTokens: a key of concurrency 1
@@ -211,7 +149,7 @@ func TestAdvWakeLimitLoweredWhileKeyFull(t *testing.T) {
 		if again := aw2Claim(t, s, readpast.DefaultQueue, 10); len(again) != 0 {
 			t.Fatalf("a claim after the change got %d jobs of a full key", len(again))
 		}
-		next := aw2NextStart(t, s, "g", "g")
+		next := replay.NextStart(t, s, "g", "g")
 		t.Logf("next start in %v", time.Until(next).Round(time.Millisecond))
 		ch, err := s.Subscribe(ctx)
 		if err != nil {
@@ -221,7 +159,7 @@ func TestAdvWakeLimitLoweredWhileKeyFull(t *testing.T) {
 		if !time.Now().Before(next) {
 			t.Skip("no window")
 		}
-		aw2Expect(t, s, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key whose rate was lowered")
+		replay.Delivered(t, s, ch, readpast.DefaultQueue, js[1].ID, next, "the next job of a full key whose rate was lowered")
 	})
 }
 
@@ -330,7 +268,7 @@ func TestAdvWakeNearFutureRunAtPaths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			aw2Expect(t, s, ch, "q", js[0].ID, js[0].RunAt, "a job enqueued 30 ms ahead by "+path)
+			replay.Delivered(t, s, ch, "q", js[0].ID, js[0].RunAt, "a job enqueued 30 ms ahead by "+path)
 		})
 	}
 }
@@ -362,7 +300,7 @@ func TestAdvWakeFlowChildReleasedBeforeItsRunAt(t *testing.T) {
 		if !time.Now().Before(runAt) {
 			t.Skip("no window")
 		}
-		aw2Expect(t, s, ch, "child", js[1].ID, js[1].RunAt, "a flow child released before its run_at")
+		replay.Delivered(t, s, ch, "child", js[1].ID, js[1].RunAt, "a flow child released before its run_at")
 	})
 }
 
@@ -432,7 +370,7 @@ func TestAdvWakeBatchFinisherReleasedBeforeItsRunAt(t *testing.T) {
 			if err != nil || j.State != readpast.StatePending {
 				t.Fatalf("finisher: %v %v", j, err)
 			}
-			aw2Expect(t, s, ch, "fin", fin.ID, j.RunAt, "a batch finisher with a run_at ahead, released by the "+by)
+			replay.Delivered(t, s, ch, "fin", fin.ID, j.RunAt, "a batch finisher with a run_at ahead, released by the "+by)
 		})
 	}
 }
