@@ -232,7 +232,7 @@ func NewClient(store Store, cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	t, err := NewTracing(cfg.TracerProvider, cfg.MeterProvider)
+	t, err := newTracing(cfg.TracerProvider, cfg.MeterProvider, cfg.WorkerID)
 	if err != nil {
 		return nil, fmt.Errorf("readpast: metrics: %w", err)
 	}

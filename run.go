@@ -23,7 +23,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	r := &run{p: p, job: job}
 	if t := c.trace; t != nil {
 		r.startProcess(t, p.spans)
-		defer r.endProcess(t, c.cfg.WorkerID)
+		defer r.endProcess(t, w)
 	}
 	h, ok := c.cfg.Workers.handlers[job.Kind]
 	if !ok {

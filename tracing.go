@@ -79,12 +79,24 @@ type Tracing struct {
 // messaging.client.sent.messages and messaging.process.duration), either
 // of which may be nil; nil for both.
 func NewTracing(tp trace.TracerProvider, mp metric.MeterProvider) (*Tracing, error) {
+	return newTracing(tp, mp, "")
+}
+
+// newTracing is NewTracing for a client: a clientID other than "" is
+// given to the instrumentation scope of its tracer as
+// messaging.client.id, once for every span the client makes rather than
+// once a span (docs/design/tracing.md, "Process spans").
+func newTracing(tp trace.TracerProvider, mp metric.MeterProvider, clientID string) (*Tracing, error) {
 	if tp == nil && mp == nil {
 		return nil, nil
 	}
 	t := &Tracing{}
 	if tp != nil {
-		t.tracer = tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL))
+		opts := []trace.TracerOption{trace.WithSchemaURL(semconv.SchemaURL)}
+		if clientID != "" {
+			opts = append(opts, trace.WithInstrumentationAttributes(semconv.MessagingClientID(clientID)))
+		}
+		t.tracer = tp.Tracer(InstrumentationName, opts...)
 	}
 	if mp != nil {
 		m := mp.Meter(InstrumentationName, metric.WithSchemaURL(semconv.SchemaURL))
@@ -356,7 +368,10 @@ func processStartOptions(queue string) []trace.SpanStartOption {
 // stores in one allocation instead of copying the start's and growing
 // them again for the outcome (BenchmarkTracingSDKSpan).
 func (r *run) startProcess(t *Tracing, ps *processSpans) {
-	r.traced = &attemptTrace{began: time.Now()}
+	r.traced = &attemptTrace{}
+	if t.metered {
+		r.traced.began = time.Now()
+	}
 	if ps == nil {
 		return
 	}
@@ -391,14 +406,14 @@ func (r *run) setOutcome(outcome string, err error) {
 }
 
 // endProcess ends the attempt's span with the job's attributes and the
-// attempt's outcome, and records its duration. worker is the client's
-// WorkerID.
-func (r *run) endProcess(t *Tracing, worker string) {
+// attempt's outcome, and records its duration. The attributes are
+// made in w's buffer, which the next job of w reuses: spans copy what
+// SetAttributes is given, as the SDK's do.
+func (r *run) endProcess(t *Tracing, w *worker) {
 	a := r.traced
 	if a.span != nil {
 		job := r.job
-		attrs := make([]attribute.KeyValue, 0, 8)
-		attrs = append(attrs, semconv.MessagingMessageID(itoa(job.ID)), semconv.MessagingClientID(worker),
+		attrs := append(w.attrs[:0], semconv.MessagingMessageID(itoa(job.ID)),
 			attrJobAttempt.Int(job.Attempt), attrJobKind.String(job.Kind), attrJobOutcome.String(a.outcome))
 		if job.Group != nil {
 			attrs = append(attrs, attrJobGroup.String(*job.Group))
@@ -411,6 +426,7 @@ func (r *run) endProcess(t *Tracing, worker string) {
 			markFailed(a.span, a.err)
 		}
 		a.span.SetAttributes(attrs...)
+		w.attrs = attrs
 		a.span.End()
 	}
 	if t.metered {
