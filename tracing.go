@@ -255,10 +255,7 @@ func (t *Tracing) extract(traceparent, tracestate string) trace.SpanContext {
 // extractTraceContext reads a traceparent and tracestate with the W3C
 // propagator.
 func extractTraceContext(traceparent, tracestate string) trace.SpanContext {
-	carrier := propagation.MapCarrier{"traceparent": traceparent}
-	if tracestate != "" {
-		carrier["tracestate"] = tracestate
-	}
+	carrier := &traceCarrier{traceparent: traceparent, tracestate: tracestate}
 	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 }
 
@@ -268,10 +265,36 @@ func injectTraceContext(sc trace.SpanContext) (traceparent, tracestate string) {
 	if !sc.IsValid() {
 		return "", ""
 	}
-	carrier := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), carrier)
-	return carrier["traceparent"], carrier["tracestate"]
+	var carrier traceCarrier
+	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), &carrier)
+	return carrier.traceparent, carrier.tracestate
 }
+
+// traceCarrier carries the two W3C Trace Context fields between a job and
+// the propagator: a propagation.TextMapCarrier without a map to make on
+// every enqueue and attempt.
+type traceCarrier struct{ traceparent, tracestate string }
+
+func (c *traceCarrier) Get(key string) string {
+	switch key {
+	case "traceparent":
+		return c.traceparent
+	case "tracestate":
+		return c.tracestate
+	}
+	return ""
+}
+
+func (c *traceCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c.traceparent = value
+	case "tracestate":
+		c.tracestate = value
+	}
+}
+
+func (c *traceCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }
 
 // ParseTraceContext checks a creation context given as W3C Trace Context
 // headers and returns it in its canonical form (as the propagator writes
