@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,14 +38,7 @@ func TestAdvWakeCompleteSQLTxCommittedAfterNextStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := s.DB().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-			tx.Rollback()
-			t.Fatal(err)
-		}
+		tx := completeInOpenTx(ctx, t, s, got[0])
 		if !time.Now().Before(next) {
 			tx.Rollback()
 			t.Skip("no window")
@@ -87,21 +81,28 @@ func TestAdvWakeCompleteSQLTxRolledBack(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("first claim: %d jobs", len(got))
 	}
-	tx, err := s.DB().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: got[0].ID, Token: got[0].Token}); err != nil {
-		tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(); err != nil {
+	if err := completeInOpenTx(ctx, t, s, got[0]).Rollback(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	if again := aw2Claim(t, s, readpast.DefaultQueue, 10); len(again) != 0 {
 		t.Fatalf("claimed %d jobs of a full key after a rolled-back completion", len(again))
 	}
+}
+
+// completeInOpenTx completes job by CompleteSQLTx in a transaction of
+// its own, which it returns open.
+func completeInOpenTx(ctx context.Context, t *testing.T, s *sqlite.Store, job *readpast.Job) *sql.Tx {
+	t.Helper()
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteSQLTx(ctx, tx, readpast.Completion{ID: job.ID, Token: job.Token}); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // TestAdvWakeSecondStoreFreesFullKey: two Store instances on one file
