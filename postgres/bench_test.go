@@ -24,6 +24,7 @@ var (
 	scaleLimit  = flag.Int("groups.limit", 1000, "claim limit")
 	scaleplan   = flag.Bool("groups.explain", false, "log EXPLAIN (ANALYZE, BUFFERS) of one claim")
 	scaleRated  = flag.Bool("groups.throttled", false, "half of the busy groups out of tokens (a rate of one start an hour) instead of running")
+	scaleBare   = flag.Bool("groups.bare", false, "BenchmarkClaimGroupsAtScale without the store's vacuums (Tidy every second) beside the claims")
 )
 
 // BenchmarkClaimGroupsAtScale: -groups.n groups with -groups.jobs pending
@@ -36,7 +37,7 @@ func BenchmarkClaimGroupsAtScale(b *testing.B) {
 	s := newStore(b)
 	defer s.Close()
 	storetest.BenchClaimGroupsAtScale(b, s, storetest.GroupsAtScale{
-		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit, Throttled: *scaleRated,
+		Groups: *scaleGroups, JobsPerGroup: *scaleJobs, Free: *scaleFree, Limit: *scaleLimit, Throttled: *scaleRated, Bare: *scaleBare,
 		Ready: func(b *testing.B) {
 			if _, err := s.Pool().Exec(context.Background(), "VACUUM ANALYZE readpast_jobs, readpast_groups, readpast_group_ready"); err != nil {
 				b.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/postgres"
 )
@@ -48,11 +46,17 @@ func churn(t *testing.T, s *postgres.Store, n int) {
 // them.
 func deadRows(t *testing.T, s *postgres.Store, atLeast int64) int64 {
 	t.Helper()
+	return deadRowsOf(t, s, "readpast_jobs", atLeast)
+}
+
+// deadRowsOf is deadRows of table.
+func deadRowsOf(t *testing.T, s *postgres.Store, table string, atLeast int64) int64 {
+	t.Helper()
 	var dead int64
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if err := s.Pool().QueryRow(context.Background(),
-			"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'readpast_jobs'::regclass").Scan(&dead); err != nil {
+			"SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = $1::regclass", table).Scan(&dead); err != nil {
 			t.Fatal(err)
 		}
 		if dead >= atLeast || time.Now().After(deadline) {
@@ -105,19 +109,7 @@ func TestTidyVacuumsTheLiveTable(t *testing.T) {
 
 	// A snapshot held open from here on keeps every row that dies after
 	// it: the next vacuum reclaims nothing, and the wait doubles.
-	conn, err := pgx.Connect(ctx, s.Pool().Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil {
-		t.Fatal(err)
-	}
+	defer holdSnapshot(ctx, t, s.Pool().Config().ConnString()).Close(ctx)
 	churn(t, s, 4000)
 	deadRows(t, s, 4000)
 	if n, err := s.Tidy(ctx); err != nil || n != 0 {
@@ -167,6 +159,85 @@ func TestTidyKeepsPaceWithABusyTable(t *testing.T) {
 	}
 	if w := postgres.TidyWait(s, "readpast_jobs"); w != 5*time.Second {
 		t.Errorf("next vacuum after %v, want 5s: the vacuum reclaimed 8000 dead rows", w)
+	}
+}
+
+// TestTidyVacuumsTheMarksSooner: the ready marks are vacuumed once their
+// dead rows number an eighth of their live ones, though far fewer than
+// them, and not before; a second later again, or two when some snapshot
+// keeps the rows; and a store leaves them alone when another process has
+// just vacuumed them.
+func TestTidyVacuumsTheMarksSooner(t *testing.T) {
+	ctx := context.Background()
+	s := tidyStore(t)
+	if _, err := s.Pool().Exec(ctx, "ALTER TABLE readpast_group_ready SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	// 40,000 groups of one job each: a mark each.
+	ps := make([]readpast.EnqueueParams, 40000)
+	for i := range ps {
+		ps[i] = readpast.EnqueueParams{Kind: "k", Group: fmt.Sprint("g", i)}
+	}
+	for i := 0; i < len(ps); i += 5000 {
+		if _, err := s.Enqueue(ctx, ps[i:i+5000]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var vacuumed []string
+	postgres.OnVacuum(s, func(table string) { vacuumed = append(vacuumed, table) })
+	// claim takes n jobs, using up n marks, and waits until the
+	// statistics show dead marks in all.
+	claim := func(n int, dead int64) {
+		t.Helper()
+		for ; n > 0; n -= 1000 {
+			if got, err := s.Claim(ctx, readpast.ClaimParams{Worker: "w", Limit: 1000, Lease: time.Hour}); err != nil || len(got) != 1000 {
+				t.Fatalf("claimed %d jobs, %v; want 1000", len(got), err)
+			}
+		}
+		if got := deadRowsOf(t, s, "readpast_group_ready", dead); got < dead {
+			t.Fatalf("the statistics show %d dead marks, want %d", got, dead)
+		}
+	}
+	tidy := func(want ...string) {
+		t.Helper()
+		vacuumed = nil
+		if n, err := s.Tidy(ctx); err != nil || n != len(want) || fmt.Sprint(vacuumed) != fmt.Sprint(want) {
+			t.Fatalf("Tidy = %d, %v, vacuumed %v; want %v vacuumed", n, err, vacuumed, want)
+		}
+	}
+
+	// 4,000 dead marks, 36,000 live: under an eighth.
+	claim(4000, 4000)
+	tidy()
+	// 6,000 dead, 34,000 live: over an eighth.
+	claim(2000, 6000)
+	began := time.Now()
+	tidy("readpast_group_ready")
+	if dead := deadRowsOf(t, s, "readpast_group_ready", 0); dead > 300 {
+		t.Errorf("%d dead marks left after the vacuum", dead)
+	}
+	if w := postgres.TidyWait(s, "readpast_group_ready"); w != time.Second {
+		t.Errorf("next vacuum of the marks after %v, want 1s", w)
+	}
+
+	// A snapshot held open from here on keeps the marks that die after
+	// it: the next vacuum reclaims nothing, and the wait doubles.
+	defer holdSnapshot(ctx, t, s.Pool().Config().ConnString()).Close(ctx)
+	claim(5000, 5000) // 5,000 dead, 29,000 live
+	time.Sleep(time.Until(began.Add(time.Second)))
+	tidy("readpast_group_ready")
+	if w := postgres.TidyWait(s, "readpast_group_ready"); w != 2*time.Second {
+		t.Errorf("next vacuum of the marks after %v, want 2s: the vacuum reclaimed nothing", w)
+	}
+	// The marks are still due, but another process that tidies now
+	// leaves them alone: this one has just vacuumed them.
+	other, err := postgres.Open(ctx, s.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if n, err := other.Tidy(ctx); err != nil || n != 0 {
+		t.Errorf("another store's Tidy right after the vacuum = %d, %v; want nothing", n, err)
 	}
 }
 

@@ -26,6 +26,12 @@ type GroupsAtScale struct {
 	// Ready, if set, runs once the state is built, before the timer
 	// starts (a VACUUM, an EXPLAIN).
 	Ready func(b *testing.B)
+	// Bare leaves out the store's vacuums. Otherwise, when the store is
+	// a readpast.Tidier, its Tidy runs every second beside the timed
+	// claims, as RunRescuer runs it in every Client and in `readpast
+	// serve` by default: it vacuums the tables whose dead rows the claims
+	// would otherwise walk.
+	Bare bool
 }
 
 // BenchClaimGroupsAtScale measures a claim's cost when most groups are
@@ -98,6 +104,34 @@ func BenchClaimGroupsAtScale(b *testing.B, s readpast.Store, c GroupsAtScale) {
 		c.Ready(b)
 	}
 	b.Logf("setup: %d groups x %d jobs, %d busy (throttled: %v), in %v", c.Groups, c.JobsPerGroup, busy, c.Throttled, time.Since(start).Round(time.Millisecond))
+	if td, ok := s.(readpast.Tidier); ok && !c.Bare {
+		// The store's vacuums, every second, as RunRescuer calls Tidy in
+		// every client (its rescues and prunes are left out: there is
+		// nothing to rescue, and a prune would lock idle key rows that
+		// a claim then passes over).
+		tctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tctx.Done():
+					return
+				case <-tick.C:
+				}
+				if _, err := td.Tidy(tctx); err != nil && tctx.Err() == nil {
+					b.Error(err)
+				}
+			}
+		}()
+		defer func() {
+			b.StopTimer()
+			stop()
+			<-done
+		}()
+	}
 	p := readpast.ClaimParams{Worker: "bench", Limit: c.Limit, Lease: time.Hour}
 	times := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
