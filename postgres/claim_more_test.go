@@ -2,11 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
 )
 
 // TestShortKeyedClaimLooksAgain: a claim of keyed jobs that comes back
@@ -96,4 +98,81 @@ func TestShortKeyedClaimLooksAgain(t *testing.T) {
 		t.Fatal("k:1's second job, claimable since the stalled claim committed, did not start within 5 s (poll interval an hour)")
 	}
 	checkGroups(t, s)
+}
+
+// TestShortClaimPastAKeysMarksLooksAgain: a claim whose walk of ready
+// marks ends on marks of one key (each enqueue behind its backlog marks
+// it again) comes back short, and the other keys' due jobs are past its
+// walk: the store must look again. m:a (one at a time) has three jobs,
+// each enqueued on its own, m:b one; a claim of two walks m:a's first two
+// marks and takes one job. Its note must name m:b's job and wake the
+// store's claimers. Read among the first three marks only (m:a's), the
+// note said nothing, and a client slept until its poll.
+func TestShortClaimPastAKeysMarksLooksAgain(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "m:*", Concurrency: 1})
+	for _, key := range []string{"m:a", "m:a", "m:a", "m:b"} {
+		keyJobs(t, s, key, "q", 1)
+	}
+	shortClaimWakes(t, s, 2, []string{"m:a"}, "m:b")
+}
+
+// TestShortClaimPastFullKeysLooksAgain: the same past the marks of full
+// keys. m:a and m:b run their one job each; their next jobs and m:c's are
+// enqueued one by one (marks a, b, a, b, c). A claim of two walks the
+// first two, holds both full keys and takes nothing; m:c's job is past
+// its walk, and the note must name it.
+func TestShortClaimPastFullKeysLooksAgain(t *testing.T) {
+	s := newStore(t)
+	defer s.Close()
+	putLimit(t, s, readpast.Limit{Key: "m:*", Concurrency: 1})
+	keyJobs(t, s, "m:a", "q", 1)
+	keyJobs(t, s, "m:b", "q", 1)
+	if got, err := s.Claim(context.Background(), claimQ("w", 2, "q")); err != nil || len(got) != 2 {
+		t.Fatalf("the first claim took %v (%v), want m:a's and m:b's jobs", describe(got), err)
+	}
+	for _, key := range []string{"m:a", "m:b", "m:a", "m:b", "m:c"} {
+		keyJobs(t, s, key, "q", 1)
+	}
+	shortClaimWakes(t, s, 2, nil, "m:c")
+}
+
+// shortClaimWakes claims limit jobs of queue q, which must take one job
+// of each key of took, then waits for the store's wake-up, after which a
+// claim must take the job of key next.
+func shortClaimWakes(t *testing.T, s *postgres.Store, limit int, took []string, next string) {
+	t.Helper()
+	ctx := context.Background()
+	wake, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the enqueues' wake-ups pass
+	for len(wake) > 0 {
+		<-wake
+	}
+	got, err := s.Claim(ctx, claimQ("w", limit, "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, j := range got {
+		keys = append(keys, groupName(j.Group))
+	}
+	if !slices.Equal(keys, took) {
+		t.Fatalf("a claim of %d took %v, want a job of each of %v", limit, describe(got), took)
+	}
+	select {
+	case <-wake:
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no wake-up within 2 s of a short claim that passed over %s's due job", next)
+	}
+	again, err := s.Claim(ctx, claimQ("w", limit, "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 1 || groupName(again[0].Group) != next {
+		t.Fatalf("the claim after the wake-up took %v, want %s's job", describe(again), next)
+	}
 }

@@ -329,23 +329,42 @@ func openQueues(ctx context.Context, tx *sql.Tx, queues []string) ([]string, err
 	return open, nil
 }
 
-// lookAtMarkedGroups finds the groups named by the first limit due marks
-// of each queue and reads, for each, its free slots and first due jobs.
+// lookAtMarkedGroups finds the groups that the due marks of each queue
+// name, in claim order, up to limit of them per queue that may give a
+// job (a free slot, a token and a due job), and reads, for each, its free
+// slots and first due jobs. It reads marks until it has found those
+// groups or read them all, however many marks one group has (a
+// completion and an enqueue behind it each mark the group) and however
+// many groups that give nothing come first: the claim then uses up every
+// due mark of each group it looked at, so each mark is read once.
 func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit int, now time.Time) ([]groupLook, error) {
 	nowUS := micros(now)
 	var names []string
+	named := map[string]bool{}
 	for _, q := range queues {
-		rows, err := tx.QueryContext(ctx, markedGroupsSQL, q, nowUS, limit)
+		rows, err := tx.QueryContext(ctx, markedGroupsSQL, q, nowUS)
 		if err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var g string
-			if err := rows.Scan(&g); err != nil {
+		seen, open := map[string]bool{}, 0
+		for open < limit && rows.Next() {
+			var (
+				g    string
+				none bool
+			)
+			if err := rows.Scan(&g, &none); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			if !slices.Contains(names, g) {
+			if seen[g] {
+				continue
+			}
+			seen[g] = true
+			if !none {
+				open++
+			}
+			if !named[g] {
+				named[g] = true
 				names = append(names, g)
 			}
 		}

@@ -98,12 +98,20 @@ ON CONFLICT (name) DO UPDATE SET paused_at = coalesce(paused_at, excluded.paused
 WHERE queue = ?1 AND state = 'pending' AND group_key IS NULL AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
-	// markedGroupsSQL lists the groups named by the first ?3 due ready
-	// marks of queue ?1, in claim order.
-	markedGroupsSQL = `SELECT group_key FROM readpast_group_ready
-WHERE queue = ?1 AND run_at <= ?2
-ORDER BY priority, run_at, job_id
-LIMIT ?3`
+	// markedGroupsSQL lists the groups named by the due ready marks of
+	// queue ?1, in claim order, a group once for each of its marks, and
+	// whether it can give no job at ?2: its row (if it has one) shows it
+	// full or out of tokens (the bucket allows a start while its tat is
+	// at most burst - 1 intervals ahead: storekit.Bucket.Tokens), or it
+	// has no due pending job (the mark of a job since cancelled). The
+	// claim reads as many as it needs.
+	markedGroupsSQL = `SELECT m.group_key,
+  coalesce(g.running >= g.max_running OR (g.interval_us > 0 AND g.tat - ?2 > (g.burst - 1) * g.interval_us), 0)
+  OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = m.group_key AND j.state = 'pending' AND j.run_at <= ?2)
+FROM readpast_group_ready m
+LEFT JOIN readpast_groups g ON g.group_key = m.group_key
+WHERE m.queue = ?1 AND m.run_at <= ?2
+ORDER BY m.priority, m.run_at, m.job_id`
 	// groupHeadSQL lists the first ?3 due pending jobs of group ?1 across
 	// all queues, with their later keys: the only jobs of the group a
 	// claim may take.

@@ -144,15 +144,19 @@
 --   claim reads on past the held job).
 -- passed / more: "more:" and a job id when keyed jobs this claim could
 --   not take may be claimable now: it marked a key again at a due time
---   (left_heads), or due marks of keys it did not hold are among the
---   first $3 + 1 due marks of one of its queues (another claim holds the
---   mark, or another transaction the key's row, and neither wakes anybody
---   when it ends). The store then has its claimers look again soon after
---   a short claim (postgres/claimmore.go); the id, the first such job in
---   claim order, tells it whether the same one is passed over again.
---   The marks are read as the marks CTE reads them, without a lock, and
---   at most $3 + 1 of them per queue; the held keys are looked up in a
---   hashed subplan, not an array searched once per mark. Due is judged
+--   (left_heads), or one of its queues has a due mark of a key it did
+--   not hold (another claim holds the mark, or another transaction the
+--   key's row, and neither wakes anybody when it ends; or the walk of $3
+--   marks ended before it, on marks of full keys or several marks of one
+--   key: a completion and an enqueue behind it each mark the key). The
+--   store then has its claimers look again soon after a short claim
+--   (postgres/claimmore.go); the id, the first such job in claim order,
+--   tells it whether the same one is passed over again. Only a short
+--   claim reads them (the store acts on nothing else): in the claim-order
+--   index, without a lock, up to the first mark per queue of a key not
+--   held, past the held keys' marks, which used_marks deletes anyway; the
+--   held keys are looked up in a hashed subplan, not an array searched
+--   once per mark. Due is judged
 --   by statement_timestamp(), not now(): in a transaction begun before
 --   the call (claims in READ COMMITTED transactions of their own), a key
 --   another claim marked meanwhile at its own now() is due for the next
@@ -479,13 +483,14 @@ passed AS (
     SELECT m.job_id, m.priority, m.run_at
     FROM open_queues q
     CROSS JOIN LATERAL (
-        SELECT job_id, priority, run_at, group_key
+        SELECT job_id, priority, run_at
         FROM readpast_group_ready
         WHERE queue = q.name AND run_at <= statement_timestamp()
+          AND group_key NOT IN (SELECT group_key FROM held_first)
         ORDER BY priority, run_at, job_id
-        LIMIT $3 + 1
+        LIMIT 1
     ) m
-    WHERE m.group_key NOT IN (SELECT group_key FROM held_first)
+    WHERE (SELECT count(*) FROM claimed) < $3
     UNION ALL
     SELECT id, priority, run_at FROM left_heads WHERE run_at <= statement_timestamp()
 ),
