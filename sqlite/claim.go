@@ -349,10 +349,13 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 		seen, open := map[string]bool{}, 0
 		for open < limit && rows.Next() {
 			var (
-				g    string
-				none bool
+				g                       string
+				hasJob                  bool
+				running, maxRunning, iv sql.NullInt64
+				burst                   sql.NullInt32
+				tat                     sql.NullInt64
 			)
-			if err := rows.Scan(&g, &none); err != nil {
+			if err := rows.Scan(&g, &hasJob, &running, &maxRunning, &iv, &burst, &tat); err != nil {
 				rows.Close()
 				return nil, err
 			}
@@ -360,7 +363,10 @@ func lookAtMarkedGroups(ctx context.Context, tx *sql.Tx, queues []string, limit 
 				continue
 			}
 			seen[g] = true
-			if !none {
+			// A key without a row has every slot and token free.
+			givesNothing := !hasJob || running.Valid &&
+				(running.Int64 >= maxRunning.Int64 || bucketOf(iv.Int64, int(burst.Int32), tat).Tokens(now) == 0)
+			if !givesNothing {
 				open++
 			}
 			if !named[g] {

@@ -99,15 +99,13 @@ WHERE queue = ?1 AND state = 'pending' AND group_key IS NULL AND run_at <= ?2
 ORDER BY priority, run_at, id
 LIMIT ?3`
 	// markedGroupsSQL lists the groups named by the due ready marks of
-	// queue ?1, in claim order, a group once for each of its marks, and
-	// whether it can give no job at ?2: its row (if it has one) shows it
-	// full or out of tokens (the bucket allows a start while its tat is
-	// at most burst - 1 intervals ahead: storekit.Bucket.Tokens), or it
-	// has no due pending job (the mark of a job since cancelled). The
-	// claim reads as many as it needs.
+	// queue ?1, in claim order, a group once for each of its marks, with
+	// whether it has a due pending job at ?2 (not when the mark is of a
+	// job since cancelled) and its row's slots and bucket (NULL without a
+	// row). The claim reads as many as it needs.
 	markedGroupsSQL = `SELECT m.group_key,
-  coalesce(g.running >= g.max_running OR (g.interval_us > 0 AND g.tat - ?2 > (g.burst - 1) * g.interval_us), 0)
-  OR NOT EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = m.group_key AND j.state = 'pending' AND j.run_at <= ?2)
+  EXISTS (SELECT 1 FROM readpast_jobs j WHERE j.group_key = m.group_key AND j.state = 'pending' AND j.run_at <= ?2),
+  g.running, g.max_running, g.interval_us, g.burst, g.tat
 FROM readpast_group_ready m
 LEFT JOIN readpast_groups g ON g.group_key = m.group_key
 WHERE m.queue = ?1 AND m.run_at <= ?2
