@@ -22,7 +22,7 @@ var (
 	scaleFree   = flag.Int("groups.free", 100, "of them, groups left free (the rest are running a job)")
 	scaleJobs   = flag.Int("groups.jobs", 3, "pending jobs per group")
 	scaleLimit  = flag.Int("groups.limit", 1000, "claim limit")
-	scaleplan   = flag.Bool("groups.explain", false, "log EXPLAIN (ANALYZE, BUFFERS) of one claim")
+	scaleplan   = flag.Bool("groups.explain", false, "log EXPLAIN (ANALYZE, BUFFERS) of the first claim and of one after the timed claims")
 	scaleRated  = flag.Bool("groups.throttled", false, "half of the busy groups out of tokens (a rate of one start an hour) instead of running")
 	scaleBare   = flag.Bool("groups.bare", false, "BenchmarkClaimGroupsAtScale without the store's vacuums (Tidy every second) beside the claims")
 )
@@ -43,7 +43,12 @@ func BenchmarkClaimGroupsAtScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			if *scaleplan {
-				fmt.Fprintln(os.Stderr, explainClaim(b, s, *scaleLimit))
+				fmt.Fprintln(os.Stderr, "EXPLAIN of the first claim:", explainClaim(b, s, *scaleLimit))
+			}
+		},
+		Done: func(b *testing.B) {
+			if *scaleplan {
+				fmt.Fprintln(os.Stderr, "EXPLAIN of a claim after the timed ones:", explainClaim(b, s, *scaleLimit))
 			}
 		},
 	})

@@ -26,6 +26,9 @@ type GroupsAtScale struct {
 	// Ready, if set, runs once the state is built, before the timer
 	// starts (a VACUUM, an EXPLAIN).
 	Ready func(b *testing.B)
+	// Done, if set, runs after the timed claims, the timer stopped (an
+	// EXPLAIN of a claim in the steady state the claims leave).
+	Done func(b *testing.B)
 	// Bare leaves out the store's vacuums. Otherwise, when the store is
 	// a readpast.Tidier, its Tidy runs every second beside the timed
 	// claims, as RunRescuer runs it in every Client and in `readpast
@@ -159,6 +162,10 @@ func BenchClaimGroupsAtScale(b *testing.B, s readpast.Store, c GroupsAtScale) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+	b.StopTimer()
+	if c.Done != nil {
+		c.Done(b)
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/claim")
 	slices.Sort(times)
