@@ -28,7 +28,11 @@ import (
 const stallFunction = `
 CREATE SCHEMA IF NOT EXISTS readpast_test_stall;
 CREATE OR REPLACE FUNCTION readpast_test_stall.readpast_stall(place text, at_row anyelement) RETURNS boolean
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+-- The stall stands for a statement held up at its place, not for a lock
+-- wait the statement makes: the claim routine's lock_timeout does not end it.
+SET lock_timeout = 0
+AS $$
 BEGIN
     IF place = current_setting('readpast.stall', true) THEN
         -- A cancel request does not end the wait: a stalled statement

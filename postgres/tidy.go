@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrNotOwner is what Tidy returns, once, when the store's role does not
@@ -231,11 +233,28 @@ const (
 // key's row can be pruned. No key's free slots change for a claim: a key
 // with counts has no bound (a limit that gives it one folds its counts
 // first).
+//
+// One process folds at a time (a try-lock; the others' calls fold
+// nothing), and each batch runs under a lock_timeout of foldLockTimeout:
+// PostgreSQL, locking a key row whose version a claim has just replaced,
+// can wait for the transaction holding the newer version despite SKIP
+// LOCKED, and the rows the fold holds meanwhile are rows claims pass
+// over. A batch that meets such a wait ends it, undone, and the call
+// folds no more: the counts wait for the next call.
 func (s *Store) foldFreed(ctx context.Context) error {
 	after := ""
 	for range freedPasses {
 		var last *string
-		if err := s.pool.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last); err != nil {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", foldLockTimeout); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last)
+		})
+		if lockWaitEnded(err) {
+			return nil
+		}
+		if err != nil {
 			return opErr("fold freed slots", err)
 		}
 		if last == nil {
@@ -245,3 +264,6 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	}
 	return nil
 }
+
+// foldLockTimeout bounds a lock wait of a fold of freed slots.
+const foldLockTimeout = "10ms"

@@ -5,7 +5,12 @@
 -- change, which waited for the statements holding them FOR KEY SHARE, so
 -- every count of those keys has committed); else for up to $1 keys that
 -- have counts, after the key $2 in key order (Tidy, PruneGroups), passing
--- over the rows others hold.
+-- over the rows others hold, by one folder at a time: one that finds the
+-- try-lock (advisory 1919181684, 2) taken folds nothing and returns NULL.
+-- Two folders at once could deadlock: PostgreSQL, locking a row version
+-- another transaction has just replaced, waits for whoever holds the newer
+-- version whatever the SKIP LOCKED, and the other folder's UPDATE then
+-- waits for it in turn (postgres/tidy.go).
 -- The rows are taken FOR NO KEY UPDATE, as claims take them; a key's
 -- counts are deleted only by a statement that holds its row, so each is
 -- subtracted once, and counts committed after this statement's snapshot
@@ -19,7 +24,9 @@ WITH keys AS (
 {{- if eq . "keys"}}
     SELECT unnest($1::text[]) AS group_key
 {{- else}}
-    SELECT DISTINCT group_key FROM readpast_key_freed WHERE group_key > $2::text ORDER BY group_key LIMIT $1
+    SELECT DISTINCT group_key FROM readpast_key_freed
+    WHERE group_key > $2::text AND (SELECT pg_try_advisory_xact_lock(1919181684, 2))
+    ORDER BY group_key LIMIT $1
 {{- end}}
 ),
 held AS (

@@ -18,13 +18,23 @@ and a pause waits for it to end. That holds in READ COMMITTED only, where
 each statement of the routine takes a new snapshot: in a session whose
 default isolation is stricter, the routine refuses (SQLSTATE RP001)
 before it does anything, and the store runs its claims in READ COMMITTED
-transactions of their own (postgres/jobs.go). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
+transactions of their own (postgres/jobs.go). A claim takes rows SKIP
+LOCKED and never means to wait, but PostgreSQL, locking a row whose
+version another transaction has just replaced, also locks the newer
+versions and waits for whoever holds them, whatever the SKIP LOCKED; a
+claim holding key rows that waits so can close a deadlock with
+completions, which wait for key rows in key order, and everyone in it
+waits for deadlock_timeout (1 s by default). The routine's lock_timeout
+ends any such wait after 10 ms: the claim fails with nothing done
+(SQLSTATE 55P03) and the store claims again (postgres/claim.go). */}}{{define "signature"}}(text[], text, bigint, bigint, uuid, integer, timestamptz)
 RETURNS TABLE (
     id bigint, queue text, kind text, payload jsonb, priority integer,
     attempt integer, max_attempts integer, run_at timestamptz, group_key text,
     created_at timestamptz, started_at timestamptz, errors jsonb,
     unique_key text, unique_until timestamptz, tags text, snoozes integer,
     traceparent text, tracestate text, more_keys text, due text){{end}}
+{{define "settings"}}
+SET lock_timeout = '10ms'{{end}}
 {{define "declare"}}DECLARE
     kept_queues ALIAS FOR $1;
 {{end}}{{define "body"}}IF current_setting('transaction_isolation') <> 'read committed' THEN

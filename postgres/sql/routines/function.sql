@@ -3,12 +3,13 @@
 -- cannot scan a whole table and are never compiled by the JIT. Its result
 -- is the statement's. The parameters and result columns ("signature")
 -- come from the routine's own file, which may also replace the body (by
--- default RETURN QUERY of the statement) and declare variables.
+-- default RETURN QUERY of the statement), declare variables and add
+-- settings ("settings").
 CREATE OR REPLACE FUNCTION {{.Name}}{{template "signature"}}
 LANGUAGE plpgsql VOLATILE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
-SET jit = off
+SET jit = off{{block "settings" .}}{{end}}
 AS $routine$
 #variable_conflict use_column
 {{block "declare" .}}{{end}}BEGIN

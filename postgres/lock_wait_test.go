@@ -1,0 +1,243 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
+)
+
+// Claims and Tidy's folds take rows SKIP LOCKED, yet PostgreSQL can make
+// them wait: locking a row version that another transaction has just
+// replaced, it locks the newer versions too and waits for whoever holds
+// them, whatever the SKIP LOCKED. That window lies inside the server's
+// row locking, out of reach of a stall, so these tests put a wait of the
+// same kind (for a row another transaction holds) at a statement's stall
+// point, once, and check what the statement does with it.
+
+// rowWaitFunction is a readpast_stall that, the first time a statement
+// passes place, waits for the row readpast_test_rowwait.gate (id 1)
+// FOR UPDATE: a wait for the transaction holding that row, under the
+// statement's own lock_timeout, like the one PostgreSQL makes.
+const rowWaitFunction = `
+DROP SCHEMA IF EXISTS readpast_test_rowwait CASCADE;
+CREATE SCHEMA readpast_test_rowwait;
+CREATE TABLE readpast_test_rowwait.gate (id int PRIMARY KEY);
+INSERT INTO readpast_test_rowwait.gate VALUES (1);
+CREATE SEQUENCE readpast_test_rowwait.met;
+CREATE FUNCTION readpast_test_rowwait.readpast_stall(place text, at_row anyelement) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF place = current_setting('readpast.rowwait', true) THEN
+        IF nextval('readpast_test_rowwait.met') = 1 THEN
+            PERFORM 1 FROM readpast_test_rowwait.gate WHERE id = 1 FOR UPDATE;
+        END IF;
+    END IF;
+    RETURN true;
+END $$`
+
+// rowWait is a store on base's database whose statements, the first time
+// one passes place, wait for the gate row, which hold takes in a
+// transaction of the test's.
+type rowWait struct {
+	t     *testing.T
+	base  *postgres.Store
+	store *postgres.Store
+}
+
+func newRowWait(t *testing.T, base *postgres.Store, place string) *rowWait {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := base.Pool().Exec(ctx, rowWaitFunction); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base.Pool().Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", "readpast_test_rowwait,public")
+	q.Set("readpast.rowwait", place)
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	store, err := postgres.Open(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return &rowWait{t: t, base: base, store: store}
+}
+
+// hold takes the gate row in a transaction it leaves open.
+func (r *rowWait) hold() pgx.Tx {
+	r.t.Helper()
+	ctx := context.Background()
+	tx, err := r.base.Pool().Begin(ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM readpast_test_rowwait.gate WHERE id = 1 FOR UPDATE"); err != nil {
+		r.t.Fatal(err)
+	}
+	return tx
+}
+
+// met returns how many times a statement passed the place.
+func (r *rowWait) met() int64 {
+	r.t.Helper()
+	var n int64
+	if err := r.base.Pool().QueryRow(context.Background(),
+		"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM readpast_test_rowwait.met").Scan(&n); err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}
+
+// TestClaimEndsALockWaitInItsStatement: a claim that meets a wait for a
+// row another transaction holds, with key rows and job rows of its own
+// locked (claim.group_heads), does not wait for that transaction: it ends
+// the wait, undone, and claims again, while the transaction stays open.
+// Without the claim routine's lock_timeout it waits until the holder ends.
+func TestClaimEndsALockWaitInItsStatement(t *testing.T) {
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	keyJobs(t, s, "a", "qa", 2)
+	rw := newRowWait(t, s, "claim.group_heads")
+	tx := rw.hold()
+	got := claimWithin(t, "a claim meeting a held row", withinAtLeast, rw.store, claimQ("w", 1, "qa"))
+	if len(got) != 1 || *got[0].Group != "a" {
+		t.Fatalf("the claim took %d jobs, want a's first", len(got))
+	}
+	if n := rw.met(); n < 2 {
+		t.Fatalf("the claim passed its stall point %d times, want the wait and then another try", n)
+	}
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkGroups(t, s)
+}
+
+// TestClaimInALockCycleGivesWay: a claim holding key a's row waits for a
+// row a transaction T holds (claim.group_heads), and T then asks for a's
+// row, as a completion does: a cycle. PostgreSQL would break it after
+// deadlock_timeout (1 s), failing one of them; the claim ends its wait
+// within its lock_timeout instead, so T gets the row at once and the
+// claim, tried again, passes the row T holds over and returns no error.
+func TestClaimInALockCycleGivesWay(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
+	keyJobs(t, s, "a", "qa", 3)
+	ubComplete(t, s, ubClaimAll(t, s, "w0", 1, "qa")[0]) // a's row exists
+	rw := newRowWait(t, s, "claim.group_heads")
+	tx := rw.hold()
+	claimed := make(chan []*readpast.Job, 1)
+	done := async(func() error {
+		got, err := rw.store.Claim(ctx, claimQ("w", 1, "qa"))
+		claimed <- got
+		return err
+	})
+	waitRowWait(t, s)
+	locked := async(func() error {
+		_, err := tx.Exec(ctx, "SELECT 1 FROM readpast_groups WHERE group_key = 'a' FOR UPDATE")
+		return err
+	})
+	within(t, "T's lock of a's row", withinAtLeast, locked)
+	within(t, "the claim", withinAtLeast, done) // a deadlock victim's error fails here
+	if got := <-claimed; len(got) != 0 {
+		t.Errorf("the claim took %d jobs of a, whose row T holds; want none", len(got))
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := ubClaimAll(t, s, "w2", 2, "qa"); len(got) != 2 {
+		t.Errorf("a claim after T took %d jobs of a, want 2", len(got))
+	}
+	checkGroups(t, s)
+}
+
+// waitRowWait returns once a statement of s's database waits for the
+// gate row.
+func waitRowWait(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	deadline := time.Now().Add(withinAtLeast)
+	for {
+		var n int
+		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'transactionid'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no statement waited for the gate row")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFoldsOneAtATime: while one Tidy folds freed slots (stopped before
+// it locks the key's row, fold.rows), another process's Tidy folds
+// nothing and returns at once. Two folds at once could deadlock, each
+// waiting in PostgreSQL's locking of a row's newer versions.
+func TestFoldsOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	got := unboundedKey(t, s, "u", 4)
+	ubComplete(t, s, got[0])
+	ubComplete(t, s, got[1]) // 2 counts
+	folding := newStall(t, s, "fold.rows")
+	done := async(func() error { _, err := folding.store.Tidy(ctx); return err })
+	folding.waitBlocked()
+	within(t, "a second Tidy", withinAtLeast, async(func() error { _, err := s.Tidy(ctx); return err }))
+	if r := ubRowOf(t, s, "u"); r.counts != 2 {
+		t.Errorf("u's counts after a second Tidy beside a fold: %d, want 2 (left to the first)", r.counts)
+	}
+	folding.open()
+	within(t, "the first Tidy", withinAtLeast, done)
+	if r := ubRowOf(t, s, "u"); r.counts != 0 || r.running != 0 {
+		t.Errorf("u's row after the fold: running %d counts %d, want 0, 0", r.running, r.counts)
+	}
+	checkGroups(t, s)
+}
+
+// TestFoldEndsALockWait: a fold that meets a wait for a row another
+// transaction holds (fold.rows) ends it, undone, and Tidy returns without
+// error while the transaction stays open: the counts wait for the next
+// Tidy, which folds them once the row is free.
+func TestFoldEndsALockWait(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	got := unboundedKey(t, s, "u", 4)
+	ubComplete(t, s, got[0])
+	rw := newRowWait(t, s, "fold.rows")
+	tx := rw.hold()
+	within(t, "Tidy meeting a held row", withinAtLeast, async(func() error { _, err := rw.store.Tidy(ctx); return err }))
+	if rw.met() != 1 {
+		t.Fatalf("the fold passed its stall point %d times, want 1", rw.met())
+	}
+	if r := ubRowOf(t, s, "u"); r.counts != 1 {
+		t.Errorf("u's counts after a fold that gave up: %d, want 1", r.counts)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.store.Tidy(ctx); err != nil && !errors.Is(err, postgres.ErrNotOwner) {
+		t.Fatal(err)
+	}
+	if r := ubRowOf(t, s, "u"); r.counts != 0 || r.running != 1 {
+		t.Errorf("u's row after the next Tidy: running %d counts %d, want 1, 0", r.running, r.counts)
+	}
+	checkGroups(t, s)
+}
