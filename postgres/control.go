@@ -218,11 +218,25 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	if err := s.foldFreed(ctx); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, pruneGroupsSQL, limit)
+	// A wait PostgreSQL makes despite SKIP LOCKED (for the holder of a
+	// row's newer version) ends after lockWaitTimeout, and this call
+	// prunes nothing: claims would pass over the rows held meanwhile.
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, pruneGroupsSQL, limit)
+		n = tag.RowsAffected()
+		return err
+	})
+	if lockWaitEnded(err) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, opErr("prune groups", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // Prune deletes one batch of old finished jobs.

@@ -92,10 +92,10 @@ func (s *Store) DeleteLimit(ctx context.Context, key string) error {
 // count exact.
 func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pgx.Tx) error) error {
 	var changed, passed []string
-	// apply runs stmt for arg in a transaction of its own (under the
+	// applyOnce runs stmt for arg in a transaction of its own (under the
 	// lock when change is set, else holding arg's row and the lock
 	// shared), then folds and marks the keys it changed.
-	apply := func(stmt, arg string, change func(pgx.Tx) error) error {
+	applyOnce := func(stmt, arg string, change func(pgx.Tx) error) error {
 		_, err := retryDeadlock(ctx, func() (struct{}, error) {
 			var got, skipped []string
 			err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
@@ -104,6 +104,14 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 						return err
 					}
 					if err := change(tx); err != nil {
+						return err
+					}
+					// Held exclusively, the lock keeps claims from
+					// creating key rows: a wait PostgreSQL makes despite
+					// SKIP LOCKED (for the holder of a row's newer version)
+					// ends after lockWaitTimeout, and the change is tried
+					// again.
+					if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
 						return err
 					}
 				} else {
@@ -146,6 +154,14 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 			}
 			return struct{}{}, err
 		})
+		return err
+	}
+	// apply is applyOnce, tried again while a try ends a lock wait
+	// (lockWaitEnded), up to claimTries in all.
+	apply := func(stmt, arg string, change func(pgx.Tx) error) (err error) {
+		for try := 1; try == 1 || (lockWaitEnded(err) && try <= claimTries && ctx.Err() == nil); try++ {
+			err = applyOnce(stmt, arg, change)
+		}
 		return err
 	}
 	err := apply(applyLimitSkipSQL, key, change)

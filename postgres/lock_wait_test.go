@@ -25,7 +25,10 @@ import (
 // rowWaitFunction is a readpast_stall that, the first time a statement
 // passes place, waits for the row readpast_test_rowwait.gate (id 1)
 // FOR UPDATE: a wait for the transaction holding that row, under the
-// statement's own lock_timeout, like the one PostgreSQL makes.
+// statement's own lock_timeout, like the one PostgreSQL makes. Before
+// that it takes the advisory lock hashtext(place) shared, with no
+// lock_timeout, so a test holding it exclusively (rowWait.pause) can stop
+// the statement there first.
 const rowWaitFunction = `
 DROP SCHEMA IF EXISTS readpast_test_rowwait CASCADE;
 CREATE SCHEMA readpast_test_rowwait;
@@ -37,6 +40,14 @@ LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF place = current_setting('readpast.rowwait', true) THEN
         IF nextval('readpast_test_rowwait.met') = 1 THEN
+            DECLARE
+                timeout text := current_setting('lock_timeout');
+            BEGIN
+                PERFORM set_config('lock_timeout', '0', true);
+                PERFORM pg_advisory_lock_shared(hashtext(place));
+                PERFORM pg_advisory_unlock_shared(hashtext(place));
+                PERFORM set_config('lock_timeout', timeout, true);
+            END;
             PERFORM 1 FROM readpast_test_rowwait.gate WHERE id = 1 FOR UPDATE;
         END IF;
     END IF;
@@ -48,6 +59,7 @@ END $$`
 // transaction of the test's.
 type rowWait struct {
 	t     *testing.T
+	place string
 	base  *postgres.Store
 	store *postgres.Store
 }
@@ -71,7 +83,7 @@ func newRowWait(t *testing.T, base *postgres.Store, place string) *rowWait {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return &rowWait{t: t, base: base, store: store}
+	return &rowWait{t: t, place: place, base: base, store: store}
 }
 
 // hold takes the gate row in a transaction it leaves open.
@@ -87,6 +99,51 @@ func (r *rowWait) hold() pgx.Tx {
 		r.t.Fatal(err)
 	}
 	return tx
+}
+
+// pause stops the first statement to pass the place there, before its
+// wait for the gate row, until the returned function is called.
+func (r *rowWait) pause() (resume func()) {
+	r.t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.base.Pool().Config().ConnString())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", r.place); err != nil {
+		r.t.Fatal(err)
+	}
+	var once bool
+	resume = func() {
+		if !once {
+			once = true
+			conn.Close(context.Background()) // ends the session, and its lock
+		}
+	}
+	r.t.Cleanup(resume)
+	return resume
+}
+
+// waitLocks returns once n statements of s's database wait for a lock of
+// the given type (pg_stat_activity's wait_event: "advisory",
+// "transactionid").
+func waitLocks(t *testing.T, s *postgres.Store, event string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(withinAtLeast)
+	for {
+		var got int
+		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = $1`, event).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements waited for a lock (%s), want %d", got, event, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // met returns how many times a statement passed the place.
@@ -139,17 +196,20 @@ func TestClaimInALockCycleGivesWay(t *testing.T) {
 	ubComplete(t, s, ubClaimAll(t, s, "w0", 1, "qa")[0]) // a's row exists
 	rw := newRowWait(t, s, "claim.group_heads")
 	tx := rw.hold()
+	resume := rw.pause()
 	claimed := make(chan []*readpast.Job, 1)
 	done := async(func() error {
 		got, err := rw.store.Claim(ctx, claimQ("w", 1, "qa"))
 		claimed <- got
 		return err
 	})
-	waitRowWait(t, s)
+	waitLocks(t, s, "advisory", 1) // the claim holds a's row, before its wait
 	locked := async(func() error {
 		_, err := tx.Exec(ctx, "SELECT 1 FROM readpast_groups WHERE group_key = 'a' FOR UPDATE")
 		return err
 	})
+	waitLocks(t, s, "transactionid", 1) // T waits for the claim
+	resume()                            // the claim waits for T: a cycle
 	within(t, "T's lock of a's row", withinAtLeast, locked)
 	within(t, "the claim", withinAtLeast, done) // a deadlock victim's error fails here
 	if got := <-claimed; len(got) != 0 {
@@ -162,27 +222,6 @@ func TestClaimInALockCycleGivesWay(t *testing.T) {
 		t.Errorf("a claim after T took %d jobs of a, want 2", len(got))
 	}
 	checkGroups(t, s)
-}
-
-// waitRowWait returns once a statement of s's database waits for the
-// gate row.
-func waitRowWait(t *testing.T, s *postgres.Store) {
-	t.Helper()
-	deadline := time.Now().Add(withinAtLeast)
-	for {
-		var n int
-		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'transactionid'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no statement waited for the gate row")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // TestFoldsOneAtATime: while one Tidy folds freed slots (stopped before
@@ -238,6 +277,68 @@ func TestFoldEndsALockWait(t *testing.T) {
 	}
 	if r := ubRowOf(t, s, "u"); r.counts != 0 || r.running != 1 {
 		t.Errorf("u's row after the next Tidy: running %d counts %d, want 1, 0", r.running, r.counts)
+	}
+	checkGroups(t, s)
+}
+
+// TestLimitChangeEndsALockWait: a limit change whose statement under the
+// limits' lock (held exclusively, which keeps claims from creating key
+// rows) meets a wait for a row another transaction holds (limit.apply)
+// ends it and is tried again, and returns while the transaction stays
+// open, so claims of new keys go on.
+func TestLimitChangeEndsALockWait(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	putLimit(t, s, readpast.Limit{Key: "a:*", Concurrency: 2})
+	keyJobs(t, s, "a:1", "qa", 1)
+	ubComplete(t, s, ubClaimAll(t, s, "w0", 1, "qa")[0]) // a:1's row exists
+	rw := newRowWait(t, s, "limit.apply")
+	tx := rw.hold()
+	within(t, "a limit change meeting a held row", withinAtLeast, async(func() error {
+		_, err := rw.store.PutLimit(ctx, readpast.Limit{Key: "a:*", Concurrency: 3})
+		return err
+	}))
+	if rw.met() < 2 {
+		t.Fatalf("the limit change passed its stall point %d times, want the wait and then another try", rw.met())
+	}
+	if r := ubRowOf(t, s, "a:1"); r.maxRunning != 3 {
+		t.Errorf("a:1's bound after the change: %d, want 3", r.maxRunning)
+	}
+	keyJobs(t, s, "n:1", "qn", 1)
+	if got := ubClaimAll(t, s, "w", 1, "qn"); len(got) != 1 {
+		t.Errorf("a claim of a new key's job took %d, want 1", len(got))
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkGroups(t, s)
+}
+
+// TestPruneGroupsEndsALockWait: PruneGroups meeting a wait for a row
+// another transaction holds (prune.rows) ends it, pruning nothing this
+// time, and returns while the transaction stays open; the next prunes.
+func TestPruneGroupsEndsALockWait(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	keyJobs(t, s, "p", "qa", 1)
+	ubComplete(t, s, ubClaimAll(t, s, "w0", 1, "qa")[0]) // p's row, idle
+	rw := newRowWait(t, s, "prune.rows")
+	tx := rw.hold()
+	var n int
+	within(t, "PruneGroups meeting a held row", withinAtLeast, async(func() (err error) {
+		n, err = rw.store.PruneGroups(ctx, 100)
+		return err
+	}))
+	if rw.met() != 1 || n != 0 {
+		t.Fatalf("PruneGroups passed its stall point %d times and pruned %d rows, want 1 and 0", rw.met(), n)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneGroups(ctx, 100); err != nil || n != 1 {
+		t.Fatalf("the next PruneGroups pruned %d rows (%v), want p's", n, err)
 	}
 	checkGroups(t, s)
 }

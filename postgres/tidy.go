@@ -235,7 +235,7 @@ const (
 // first).
 //
 // One process folds at a time (a try-lock; the others' calls fold
-// nothing), and each batch runs under a lock_timeout of foldLockTimeout:
+// nothing), and each batch runs under a lock_timeout of lockWaitTimeout:
 // PostgreSQL, locking a key row whose version a claim has just replaced,
 // can wait for the transaction holding the newer version despite SKIP
 // LOCKED, and the rows the fold holds meanwhile are rows claims pass
@@ -246,7 +246,7 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	for range freedPasses {
 		var last *string
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", foldLockTimeout); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
 				return err
 			}
 			return tx.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last)
@@ -265,5 +265,8 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	return nil
 }
 
-// foldLockTimeout bounds a lock wait of a fold of freed slots.
-const foldLockTimeout = "10ms"
+// lockWaitTimeout bounds the lock waits of the statements that take key
+// rows SKIP LOCKED and must not hold them waiting (a fold of freed slots,
+// PruneGroups, a limit change under the limits' lock), as the claim
+// routine's lock_timeout bounds a claim's.
+const lockWaitTimeout = "10ms"

@@ -7,7 +7,11 @@
 -- holds are skipped, and so are keys whose try-lock another transaction
 -- holds (a claim creating the row, SetGroupLimit): an INSERT of a key
 -- whose row is being deleted would wait for this statement. Ready marks
--- stay: the next claim that walks one creates the row again.
+-- stay: the next claim that walks one creates the row again. The store
+-- runs it under a lock_timeout (postgres/control.go): PostgreSQL, locking
+-- a row version that a transaction has just replaced, waits for the
+-- holder of the newer version despite SKIP LOCKED, and claims pass over
+-- the rows this statement holds meanwhile.
 WITH idle AS (
     SELECT group_key FROM readpast_groups
     WHERE running = 0 AND (tat IS NULL OR tat <= now()) AND waiters IS NULL
@@ -17,6 +21,7 @@ WITH idle AS (
       AND (served_at IS NULL OR NOT EXISTS (
           SELECT 1 FROM readpast_jobs j
           WHERE j.group_key = readpast_groups.group_key AND j.state = 'pending' AND j.run_at < readpast_groups.served_at))
+      AND readpast_stall('prune.rows', group_key)
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 ),
