@@ -112,7 +112,7 @@ func (s *Store) bulkWaitOne(ctx context.Context, stmt string, f readpast.JobFilt
 	}
 	o, err := retryDeadlock(ctx, func() (o out, err error) {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", timeout); err != nil {
+			if err := setLockTimeout(ctx, tx, timeout); err != nil {
 				return err
 			}
 			var last *int64

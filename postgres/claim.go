@@ -16,7 +16,7 @@ import (
 // Claim takes up to p.Limit jobs in one statement (sql/claim.sql) that
 // takes rows SKIP LOCKED and ends any lock wait PostgreSQL makes it wait
 // after 10 ms, failing with nothing done; Claim then tries again, up to
-// claimTries in all. Every job of the claim carries the same fresh
+// lockWaitTries in all. Every job of the claim carries the same fresh
 // token. A claim of one queue starts where the store's last claim of it
 // ended, with a full claim from the head at least every second
 // (claimfrom.go).
@@ -52,23 +52,23 @@ func (s *Store) claim(ctx context.Context, p readpast.ClaimParams) ([]*readpast.
 		jobs  []*readpast.Job
 		notes claimNotes
 	)
-	for try := 1; ; try++ {
+	// A claim that ended a lock wait did nothing: it claims again, with
+	// the same token on the same connection.
+	err = retryLockWait(ctx, func() (err error) {
 		if s.claimInTx.Load() {
 			jobs, notes, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
-		} else {
-			jobs, notes, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
-			if notReadCommitted(err) {
-				// The session's default isolation is stricter than READ
-				// COMMITTED (the routine refused before doing anything):
-				// from now on every claim runs in a transaction of its own.
-				s.claimInTx.Store(true)
-				jobs, notes, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
-			}
+			return err
 		}
-		if try == claimTries || !lockWaitEnded(err) || ctx.Err() != nil {
-			break
+		jobs, notes, err = claim(ctx, conn, s.routineMode, claimRoutine.call, p, token, st.args()...)
+		if notReadCommitted(err) {
+			// The session's default isolation is stricter than READ
+			// COMMITTED (the routine refused before doing anything):
+			// from now on every claim runs in a transaction of its own.
+			s.claimInTx.Store(true)
+			jobs, notes, err = claimReadCommitted(ctx, conn, s.routineMode, p, token, st.args()...)
 		}
-	}
+		return err
+	})
 	conn.Release()
 	if err == nil && notes.due != "" {
 		s.announceDue(notes.due) // committed: the routine ran on its own, or in a transaction that ended
@@ -111,22 +111,6 @@ func claim(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt string, 
 		return nil, claimNotes{}, opErr("claim", err)
 	}
 	return jobs, notes, nil
-}
-
-// claimTries bounds the tries of one Claim whose statement met a lock wait
-// and ended it (lockWaitEnded).
-const claimTries = 5
-
-// lockWaitEnded reports whether err is a claim that ended a wait for a
-// row lock and did nothing: its lock_timeout (sql/routines/claim.sql) or
-// a deadlock. A claim takes rows SKIP LOCKED, but PostgreSQL, locking a
-// row version another transaction has just replaced, locks the newer
-// versions too and waits for whoever holds them; the claim's routine ends
-// such a wait after 10 ms, and the store claims again at once, from a
-// newer snapshot.
-func lockWaitEnded(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }
 
 // claimNotes is what a claim says beside its jobs (claim_result_due).

@@ -223,7 +223,7 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	// prunes nothing: claims would pass over the rows held meanwhile.
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
+		if err := setLockTimeout(ctx, tx, lockWaitTimeout); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, pruneGroupsSQL, limit)

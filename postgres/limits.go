@@ -111,7 +111,7 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 					// SKIP LOCKED (for the holder of a row's newer version)
 					// ends after lockWaitTimeout, and the change is tried
 					// again.
-					if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
+					if err := setLockTimeout(ctx, tx, lockWaitTimeout); err != nil {
 						return err
 					}
 				} else {
@@ -156,13 +156,9 @@ func (s *Store) changeLimits(ctx context.Context, op, key string, change func(pg
 		})
 		return err
 	}
-	// apply is applyOnce, tried again while a try ends a lock wait
-	// (lockWaitEnded), up to claimTries in all.
-	apply := func(stmt, arg string, change func(pgx.Tx) error) (err error) {
-		for try := 1; try == 1 || (lockWaitEnded(err) && try <= claimTries && ctx.Err() == nil); try++ {
-			err = applyOnce(stmt, arg, change)
-		}
-		return err
+	// apply is applyOnce, tried again while a try ends a lock wait.
+	apply := func(stmt, arg string, change func(pgx.Tx) error) error {
+		return retryLockWait(ctx, func() error { return applyOnce(stmt, arg, change) })
 	}
 	err := apply(applyLimitSkipSQL, key, change)
 	for i := 0; err == nil && i < len(passed); i++ {

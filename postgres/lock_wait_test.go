@@ -3,8 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -70,18 +68,9 @@ func newRowWait(t *testing.T, base *postgres.Store, place string) *rowWait {
 	if _, err := base.Pool().Exec(ctx, rowWaitFunction); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(base.Pool().Config().ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", "readpast_test_rowwait,public")
-	q.Set("readpast.rowwait", place)
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	store, err := postgres.Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openWith(t, base.Pool().Config().ConnString(), "", map[string]string{
+		"search_path": "readpast_test_rowwait,public", "readpast.rowwait": place,
+	})
 	t.Cleanup(func() { store.Close() })
 	return &rowWait{t: t, place: place, base: base, store: store}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"strings"
 	"testing"
@@ -93,25 +94,12 @@ func newStallWith(t *testing.T, base *postgres.Store, place, via string, setting
 	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", place); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", "readpast_test_stall,public")
-	q.Set("readpast.stall", place)
+	params := map[string]string{"search_path": "readpast_test_stall,public", "readpast.stall": place}
 	if via != "" {
-		u.Host = via
-		q.Set("pool_max_conns", "1")
+		params["pool_max_conns"] = "1"
 	}
-	for k, v := range settings {
-		q.Set(k, v)
-	}
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	store, err := postgres.Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	maps.Copy(params, settings)
+	store := openWith(t, cs, via, params)
 	s := &stall{t: t, place: place, base: base, gate: gate, store: store, closed: true}
 	t.Cleanup(func() {
 		s.open()
@@ -119,6 +107,30 @@ func newStallWith(t *testing.T, base *postgres.Store, place, via string, setting
 		store.Close()
 	})
 	return s
+}
+
+// openWith opens a store on the connection string cs with params added to
+// it (run-time settings of its sessions among them), through the address
+// via if it is not "".
+func openWith(t *testing.T, cs, via string, params map[string]string) *postgres.Store {
+	t.Helper()
+	u, err := url.Parse(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if via != "" {
+		u.Host = via
+	}
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
+	store, err := postgres.Open(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }
 
 // waitBlocked returns once a statement waits at the gate.

@@ -246,7 +246,7 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	for range freedPasses {
 		var last *string
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", lockWaitTimeout); err != nil {
+			if err := setLockTimeout(ctx, tx, lockWaitTimeout); err != nil {
 				return err
 			}
 			return tx.QueryRow(ctx, foldFreedSQL, freedBatch, after).Scan(&last)
@@ -264,9 +264,3 @@ func (s *Store) foldFreed(ctx context.Context) error {
 	}
 	return nil
 }
-
-// lockWaitTimeout bounds the lock waits of the statements that take key
-// rows SKIP LOCKED and must not hold them waiting (a fold of freed slots,
-// PruneGroups, a limit change under the limits' lock), as the claim
-// routine's lock_timeout bounds a claim's.
-const lockWaitTimeout = "10ms"
