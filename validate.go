@@ -58,7 +58,7 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	if p.RunAt.IsZero() {
 		p.RunAt = now
 	}
-	if y := p.RunAt.Year(); y < 1970 || y > 9999 {
+	if y := p.RunAt.UTC().Year(); y < 1970 || y > 9999 {
 		return p, invalid("run_at", "year must be between 1970 and 9999")
 	}
 	if err := checkUniqueKey(p.UniqueKey); err != nil {

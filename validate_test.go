@@ -120,3 +120,23 @@ func TestNormalizeChecksPayload(t *testing.T) {
 		t.Errorf("CheckResult of a lone surrogate = %v", err)
 	}
 }
+
+// TestNormalizeChecksTheUTCYear: a run-at's year is checked in UTC, the
+// zone the stores keep it in, whatever zone the caller wrote it in.
+func TestNormalizeChecksTheUTCYear(t *testing.T) {
+	now := time.Now()
+	east, west := time.FixedZone("east", 3600), time.FixedZone("west", -5*3600)
+	for _, at := range []time.Time{
+		time.Date(9999, 12, 31, 23, 59, 59, 0, west), // 10000-01-01 in UTC
+		time.Date(1970, 1, 1, 0, 0, 0, 0, east),      // 1969-12-31 in UTC
+	} {
+		_, err := EnqueueParams{Kind: "k", RunAt: at}.Normalize(now)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "run_at" {
+			t.Errorf("Normalize with run-at %v = %v, want a run_at FieldError", at, err)
+		}
+	}
+	if _, err := (EnqueueParams{Kind: "k", RunAt: time.Date(9999, 12, 31, 23, 59, 59, 0, east)}).Normalize(now); err != nil {
+		t.Errorf("Normalize of a run-at in 9999 in UTC: %v", err)
+	}
+}

@@ -116,6 +116,9 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 		{`{"kind":"a","max_attempts":"3"}`, CodeInvalidField, "max_attempts"},
 		{`{"kind":"a","run_at":"tomorrow"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":"0001-01-01T00:00:00Z"}`, CodeInvalidField, "run_at"},
+		// The year is the UTC one: these are 10000-01-01 and 1969-12-31 in UTC.
+		{`{"kind":"a","run_at":"9999-12-31T23:59:59-05:00"}`, CodeInvalidField, "run_at"},
+		{`{"kind":"a","run_at":"1970-01-01T00:00:00+01:00"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":12}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","queue":"two words"}`, CodeInvalidField, "queue"},
 		{`{"kind":"a","queue":["q"]}`, CodeInvalidField, "queue"},

@@ -160,7 +160,7 @@ func parseTime(field, s string) (time.Time, *apiError) {
 	if err != nil {
 		return time.Time{}, fieldError(field, "must be an RFC 3339 time such as 2025-01-02T15:04:05Z")
 	}
-	if y := t.Year(); y < 1970 || y > 9999 {
+	if y := t.UTC().Year(); y < 1970 || y > 9999 {
 		return time.Time{}, fieldError(field, "year must be between 1970 and 9999")
 	}
 	return t, nil
