@@ -39,7 +39,8 @@ type ScheduleParams struct {
 	// Cron is when the schedule ticks: five fields (minute hour
 	// day-of-month month day-of-week), or six with seconds first, or a
 	// descriptor (@hourly, @daily, @weekly, @monthly, @yearly, @every 5m).
-	// Parsed by github.com/robfig/cron/v3. Required.
+	// Parsed by github.com/robfig/cron/v3; an @every of less than a
+	// second is refused. Required.
 	Cron string
 	// TimeZone is the IANA time zone the fields are read in (Europe/Paris).
 	// Defaults to UTC. At a daylight saving change, a tick in the hour
@@ -128,6 +129,13 @@ func ParseCron(expr, tz string) (*CronSchedule, error) {
 	s, err := cronParser.Parse(expr)
 	if err != nil {
 		return nil, invalid("cron", "%v", err)
+	}
+	// The parser rounds an @every of less than a second, zero or negative
+	// included, up to a second: a typo would tick every second.
+	if every, ok := strings.CutPrefix(expr, "@every "); ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d < time.Second {
+			return nil, invalid("cron", "@every needs an interval of at least 1s, not %s", strings.TrimSpace(every))
+		}
 	}
 	c := &CronSchedule{sched: s, loc: loc}
 	if c.Next(time.Now()).IsZero() {

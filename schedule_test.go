@@ -37,6 +37,9 @@ func TestParseCron(t *testing.T) {
 		"@every 1x":                      "cron",
 		"CRON_TZ=Europe/Paris 0 * * * *": "cron",
 		"0 0 30 2 *":                     "cron", // never fires
+		"@every 0s":                      "cron", // would tick every second
+		"@every -5m":                     "cron",
+		"@every 1ms":                     "cron",
 	} {
 		_, err := ParseCron(expr, "")
 		var fe *FieldError

@@ -95,6 +95,10 @@ func TestTagsSnoozeBulk(t *testing.T) {
 			e.wantError("POST", "/v1/bulk/delete", `{}`, 400, CodeInvalidField, "filter")
 			e.wantError("POST", "/v1/bulk/delete", `{"queue":"q","everything":true}`, 400, CodeInvalidField, "everything")
 			e.wantError("POST", "/v1/bulk/cancel", `{"state":"failed"}`, 400, CodeInvalidField, "state")
+			// A filter given empty is refused, not taken as no filter.
+			e.must("POST", "/v1/jobs", `{"kind":"empty-filter","queue":"q2"}`, 201, nil)
+			e.wantError("POST", "/v1/bulk/cancel", `{"queue":"","kind":"empty-filter"}`, 400, CodeInvalidField, "queue")
+			e.wantError("POST", "/v1/bulk/cancel", `{"queue":"q2","tag":""}`, 400, CodeInvalidField, "tag")
 		})
 	}
 }

@@ -465,6 +465,19 @@ func decodeBulk(body []byte, action string) (readpast.JobFilter, *apiError) {
 	if ae := decodeObject(body, &f, ""); ae != nil {
 		return f, ae
 	}
+	// An empty filter would match every job: as for GET /v1/jobs?queue=,
+	// a filter given empty is refused rather than left out.
+	var given struct{ Queue, Kind, State, Tag, Group *string }
+	if err := json.Unmarshal(body, &given); err == nil {
+		for _, g := range []struct {
+			name string
+			v    *string
+		}{{"queue", given.Queue}, {"kind", given.Kind}, {"state", given.State}, {"tag", given.Tag}, {"group", given.Group}} {
+			if g.v != nil && *g.v == "" {
+				return f, fieldError(g.name, "must not be empty (leave the field out to match every value)")
+			}
+		}
+	}
 	f, err := f.Normalize(action)
 	if err != nil {
 		var fe *readpast.FieldError
