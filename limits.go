@@ -190,10 +190,14 @@ type TokenGrant struct {
 // MaxTakeTokens caps the n of Store.TakeTokens.
 const MaxTakeTokens = MaxBurst
 
-// CheckTake reports whether Store.TakeTokens may take n starts of key.
+// CheckTake reports whether Store.TakeTokens may take n starts of key: a
+// key, not a template (tokens are taken from one key's bucket).
 func CheckTake(key string, n int) error {
 	if err := CheckKey(key); err != nil {
 		return err
+	}
+	if strings.HasSuffix(key, "*") {
+		return invalid("key", "%q is a template: take tokens of one of the keys it matches", key)
 	}
 	if n < 1 || n > MaxTakeTokens {
 		return invalid("n", "must be between 1 and %d", MaxTakeTokens)

@@ -1,7 +1,6 @@
 package readpast
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,8 +243,10 @@ func (p ListParams) Normalize() (ListParams, error) {
 	if p.State != "" && !p.State.Valid() {
 		return p, invalid("state", "unknown state %q", p.State)
 	}
-	if err := checkName("tag", p.Tag, false); err != nil {
-		return p, err
+	for _, c := range []struct{ field, v string }{{"queue", p.Queue}, {"kind", p.Kind}, {"group", p.Group}, {"tag", p.Tag}} {
+		if err := checkName(c.field, c.v, false); err != nil {
+			return p, err
+		}
 	}
 	if p.Limit == 0 {
 		p.Limit = 100
@@ -289,7 +290,8 @@ func CheckGroupLimit(group string, n int) error {
 	return nil
 }
 
-// checkName accepts 1..MaxNameLen printable characters without spaces.
+// checkName accepts 1..MaxNameLen printable characters without spaces, in
+// valid UTF-8.
 func checkName(field, s string, required bool) error {
 	if s == "" {
 		if required {
@@ -299,6 +301,9 @@ func checkName(field, s string, required bool) error {
 	}
 	if len(s) > MaxNameLen {
 		return invalid(field, "longer than %d bytes", MaxNameLen)
+	}
+	if !utf8.ValidString(s) {
+		return invalid(field, "not valid UTF-8")
 	}
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }) >= 0 {
 		return invalid(field, "must be printable characters without spaces")
@@ -342,179 +347,4 @@ func CheckResult(r json.RawMessage) error {
 		return nil
 	}
 	return checkJSON("result", r)
-}
-
-// maxNumberGrowth bounds how many bytes a JSON value may grow by when
-// PostgreSQL writes its numbers out in full (see checkJSON).
-const maxNumberGrowth = 1 << 20
-
-// Limits of PostgreSQL's numeric type, which jsonb stores numbers in.
-const (
-	pgMaxDigitWeight = 131071 // the leading digit's power of ten
-	pgMaxScale       = 16383  // digits after the decimal point
-)
-
-// checkJSON reports whether b is a JSON value every store keeps as it is:
-// valid JSON in valid UTF-8, with no \u0000 escape and no unpaired UTF-16
-// surrogate escape (\ud800 alone), which PostgreSQL's jsonb rejects, and
-// with numbers jsonb can hold (at most 131072 digits before the decimal
-// point and 16383 after). Numbers with large exponents are written out in
-// full by PostgreSQL (1e300 becomes 301 digits), so the digits they would
-// grow by, over the whole value, must stay under maxNumberGrowth. The error
-// is a *FieldError for field.
-func checkJSON(field string, b []byte) error {
-	if !json.Valid(b) {
-		return invalid(field, "not valid JSON")
-	}
-	if !utf8.Valid(b) {
-		i := 0
-		for i < len(b) {
-			r, n := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
-		}
-		return invalid(field, "not valid UTF-8 (byte %d)", i)
-	}
-	growth := 0
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			end, err := checkString(field, b, i+1)
-			if err != nil {
-				return err
-			}
-			i = end
-		case c == '-' || ('0' <= c && c <= '9'):
-			end, grow, err := checkNumber(field, b, i)
-			if err != nil {
-				return err
-			}
-			if growth += grow; growth > maxNumberGrowth {
-				return invalid(field, "numbers with large exponents (such as 1e300) would be written out with more than %d extra digits; send them as strings", maxNumberGrowth)
-			}
-			i = end - 1
-		}
-	}
-	return nil
-}
-
-// checkString checks the escapes of the string that starts at b[i] (after
-// its opening quote) in valid JSON, and returns the index of its closing
-// quote.
-func checkString(field string, b []byte, i int) (int, error) {
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			return i, nil
-		case '\\':
-			i++
-			if b[i] != 'u' {
-				continue
-			}
-			r := hex4(b[i+1 : i+5])
-			i += 4
-			switch {
-			case r == 0:
-				return 0, invalid(field, `contains \u0000, which PostgreSQL cannot store`)
-			case 0xDC00 <= r && r <= 0xDFFF:
-				return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
-			case 0xD800 <= r && r <= 0xDBFF:
-				if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
-					return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
-				}
-				if lo := hex4(b[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
-					return 0, invalid(field, `contains an unpaired UTF-16 surrogate escape \u%04x`, r)
-				}
-				i += 6
-			}
-		}
-	}
-	return i, nil
-}
-
-// hex4 decodes the four hex digits of a \u escape (valid JSON).
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case '0' <= c && c <= '9':
-			r |= rune(c - '0')
-		case 'a' <= c && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		default:
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
-}
-
-// checkNumber checks the number that starts at b[i] in valid JSON against
-// PostgreSQL's numeric range. It returns the index just past the number
-// and how many bytes longer the number is when written out in full.
-func checkNumber(field string, b []byte, i int) (end, growth int, err error) {
-	start := i
-	if b[i] == '-' {
-		i++
-	}
-	intStart := i
-	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-		i++
-	}
-	intDigits := b[intStart:i]
-	var fracDigits []byte
-	if i < len(b) && b[i] == '.' {
-		i++
-		fs := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		fracDigits = b[fs:i]
-	}
-	exp := 0
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		neg := false
-		if b[i] == '+' || b[i] == '-' {
-			neg = b[i] == '-'
-			i++
-		}
-		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-			if exp < 1<<30 { // far beyond any limit below; no overflow
-				exp = exp*10 + int(b[i]-'0')
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-	}
-	end = i
-	outOfRange := invalid(field, "number %.40s is out of the range PostgreSQL can store", b[start:end])
-	scale := max(len(fracDigits)-exp, 0)
-	if scale > pgMaxScale {
-		return 0, 0, outOfRange
-	}
-	// The power of ten of the leading non-zero digit, if any.
-	weight, nonZero := 0, false
-	if t := bytes.TrimLeft(intDigits, "0"); len(t) > 0 {
-		weight, nonZero = len(t)-1+exp, true
-	} else if k := bytes.IndexFunc(fracDigits, func(r rune) bool { return r != '0' }); k >= 0 {
-		weight, nonZero = -k-1+exp, true
-	}
-	if nonZero && weight > pgMaxDigitWeight {
-		return 0, 0, outOfRange
-	}
-	full := 1 // the integer part, at least "0"
-	if nonZero && weight >= 0 {
-		full = weight + 1
-	}
-	if scale > 0 {
-		full += 1 + scale
-	}
-	if b[start] == '-' {
-		full++
-	}
-	return end, max(full-(end-start), 0), nil
 }

@@ -3,6 +3,7 @@ package readpast
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,19 @@ func TestCheckJSON(t *testing.T) {
 		{many(9, "1e131071"), "send them as strings"},
 		{many(70, "1e-16000"), "send them as strings"},
 		{`{not json`, "not valid JSON"},
+		// One key twice in one object: SQLite would keep both, jsonb the
+		// last. The same key in different objects is fine.
+		{`{"a":1,"a":2}`, `key "a" twice`},
+		{`{"a":1,"\u0061":2}`, `key "a" twice`},
+		{`{"x":{"a":[1,{"b":1}],"b":{"a":"a"}},"a":{"a":1},"b":[{"a":1},{"a":1}]}`, ""},
+		{`{"x":{"a":[1,{"b":1}],"b":{"a":"a","b":2,"a":3}}}`, `key "a" twice`},
+		{`[{"k":"v"},{"k":"v","k":"w"}]`, `key "k" twice`},
+		{`{"a":"\"a\"","\"a\"":1}`, ""},
+		{`{"":1,"":2}`, `key "" twice`},
+		{keys(40, ""), ""},
+		{keys(40, "k7"), `key "k7" twice`},
+		{keys(40, "k39"), `key "k39" twice`},
+		{`[` + keys(40, "") + `,` + keys(3, "") + `,` + keys(3, "k0") + `]`, `key "k0" twice`},
 	} {
 		err := checkJSON("payload", []byte(tc.in))
 		switch {
@@ -138,5 +152,68 @@ func TestNormalizeChecksTheUTCYear(t *testing.T) {
 	}
 	if _, err := (EnqueueParams{Kind: "k", RunAt: time.Date(9999, 12, 31, 23, 59, 59, 0, east)}).Normalize(now); err != nil {
 		t.Errorf("Normalize of a run-at in 9999 in UTC: %v", err)
+	}
+}
+
+// TestNamesAreUTF8: every name of the Go API refuses bytes that are not
+// UTF-8 with a FieldError naming the field (SQLite would store them, and
+// PostgreSQL's text refuses them).
+func TestNamesAreUTF8(t *testing.T) {
+	now := time.Now()
+	bad := "n\xff"
+	for field, p := range map[string]EnqueueParams{
+		"kind":       {Kind: bad},
+		"queue":      {Kind: "k", Queue: bad},
+		"group":      {Kind: "k", Group: bad},
+		"tags":       {Kind: "k", Tags: []string{bad}},
+		"unique_key": {Kind: "k", UniqueKey: bad},
+	} {
+		_, err := p.Normalize(now)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("Normalize with %s %q = %v, want a %s FieldError", field, bad, err, field)
+		}
+	}
+	for field, f := range map[string]func() error{
+		"worker": func() error { _, err := ClaimParams{Worker: bad}.Normalize(); return err },
+		"queue":  func() error { _, err := ListParams{Queue: bad}.Normalize(); return err },
+		"kind":   func() error { _, err := ListParams{Kind: bad}.Normalize(); return err },
+		"key":    func() error { _, err := Limit{Key: bad + "*"}.Normalize(); return err },
+	} {
+		var fe *FieldError
+		if err := f(); !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s %q: %v, want a %s FieldError", field, bad, err, field)
+		}
+	}
+}
+
+// keys is a JSON object with the keys k0 to k(n-1), and then dup again
+// unless it is empty.
+func keys(n int, dup string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, `%q:0,`, dup)
+	}
+	return strings.TrimSuffix(b.String(), ",") + "}"
+}
+
+// BenchmarkCheckJSON measures the check every payload and result gets,
+// on a typical payload of about 1 KB.
+func BenchmarkCheckJSON(b *testing.B) {
+	payload := []byte(`{"order":{"id":"ord_8f2c","customer":{"id":42,"email":"a@example.com","name":"Ada"},` +
+		`"lines":[{"sku":"A-1","qty":2,"price":12.5},{"sku":"B-7","qty":1,"price":99.99},{"sku":"C-3","qty":10,"price":0.5}],` +
+		`"total":129.99,"currency":"EUR","paid":true,"notes":null},"meta":{"source":"web","attempt":1,"tags":["x","y","z"],` +
+		`"headers":{"user-agent":"Mozilla/5.0 (X11; Linux x86_64)","accept":"application/json","x-request-id":"5b0e9c1d-3f2a-4c8e-9d7b-1a2b3c4d5e6f"}},` +
+		`"text":"` + strings.Repeat("lorem ipsum dolor sit amet ", 16) + `"}`)
+	b.SetBytes(int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkJSON("payload", payload); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

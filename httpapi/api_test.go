@@ -178,6 +178,11 @@ func TestEnqueueBatch(t *testing.T) {
 	for _, c := range cases {
 		e.wantError("POST", "/v1/jobs/batch", c.body, c.status, c.code, c.field)
 	}
+	// An Idempotency-Key is refused, naming the header: it would apply to
+	// no job (each job gives its own unique_key).
+	status, body := e.request(context.Background(), "POST", "/v1/jobs/batch", `{"jobs":[{"kind":"a"}]}`, "", "",
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": "k1"})
+	checkError(t, "POST /v1/jobs/batch with Idempotency-Key", status, body, 400, CodeInvalidField, "Idempotency-Key")
 	if after := e.fingerprint(); after != before {
 		t.Errorf("rejected batches changed the store:\nbefore %s\nafter  %s", before, after)
 	}
@@ -511,6 +516,25 @@ func TestCancelRetry(t *testing.T) {
 	e.must("POST", "/v1/jobs/"+itoa(j2.ID)+"/complete", `{"token":"`+c2.Token+`"}`, 200, nil)
 	e.wantError("POST", "/v1/jobs/"+itoa(j2.ID)+"/cancel", "", 409, CodeInvalidState, "")
 	e.wantError("POST", "/v1/jobs/"+itoa(j2.ID)+"/retry", "", 409, CodeInvalidState, "")
+
+	// The message says why: the job's state, or the job holding the
+	// unique key a retry would take back.
+	for _, c := range []struct{ path, want string }{
+		{"/v1/jobs/" + itoa(j2.ID) + "/cancel", "job " + itoa(j2.ID) + " is succeeded"},
+	} {
+		_, b := e.do("POST", c.path, "")
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("POST %s: %s, want a message saying %q", c.path, b, c.want)
+		}
+	}
+	u := e.enqueue(`{"kind":"u","unique_key":"only-one"}`)
+	e.must("POST", "/v1/jobs/"+itoa(u.ID)+"/cancel", "", 200, nil)
+	holder := e.enqueue(`{"kind":"u","unique_key":"only-one"}`)
+	status, b := e.do("POST", "/v1/jobs/"+itoa(u.ID)+"/retry", "")
+	checkError(t, "retry of a job whose key another holds", status, b, 409, CodeInvalidState, "")
+	if want := "held by job " + itoa(holder.ID); !strings.Contains(string(b), want) {
+		t.Errorf("retry of a job whose key another holds: %s, want a message saying %q", b, want)
+	}
 }
 
 func TestListAndStats(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/readpast/readpast"
 )
@@ -44,9 +45,11 @@ func decodeObject(body []byte, dst any, prefix string) *apiError {
 }
 
 // checkKeys requires the keys of the JSON object body to be exactly the
-// JSON names of dst's fields, each at most once. encoding/json alone
-// matches names case-insensitively and lets a repeated key win silently,
-// which would let two parsers read one body differently.
+// JSON names of dst's fields, each at most once, and their values to be
+// valid UTF-8. encoding/json alone matches names case-insensitively, lets
+// a repeated key win silently and turns invalid UTF-8 into U+FFFD (so
+// "u\xfe" and "u\xff" would name one key), which would let two parsers
+// read one body differently.
 func checkKeys(body []byte, dst any, prefix string) *apiError {
 	t := reflect.TypeOf(dst)
 	for t.Kind() == reflect.Pointer {
@@ -55,11 +58,11 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 	if t.Kind() != reflect.Struct {
 		return nil
 	}
-	known := make(map[string]bool, t.NumField())
+	known := make(map[string]reflect.Type, t.NumField())
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
 		if name != "" && name != "-" {
-			known[name] = true
+			known[name] = t.Field(i).Type
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -77,20 +80,32 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 		if !ok {
 			return malformed
 		}
-		if !known[key] {
+		typ, ok := known[key]
+		if !ok {
 			return fieldError(prefix+fieldName(key), "unknown field")
 		}
 		if seen[key] {
 			return fieldError(prefix+key, "given more than once")
 		}
 		seen[key] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
 			return malformed
+		}
+		if !utf8.Valid(value) && typ != rawType && typ != rawsType {
+			return fieldError(prefix+key, "not valid UTF-8")
 		}
 	}
 	return nil
 }
+
+// rawType and rawsType are the types of the fields checkKeys leaves raw:
+// their values are checked where they are decoded, under their own names
+// (a payload by readpast's JSON rules, a nested object by decodeObject).
+var (
+	rawType  = reflect.TypeFor[json.RawMessage]()
+	rawsType = reflect.TypeFor[[]json.RawMessage]()
+)
 
 // jsonError maps an encoding/json error to a 400, naming the JSON field
 // where the decoder knows it.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/readpast/readpast"
 )
@@ -51,6 +52,10 @@ const (
 	// allows (its --max-snoozes); nothing changed, and the job is still
 	// running under the claim (HTTP 409).
 	CodeSnoozeLimit = "snooze_limit"
+	// CodeIdempotencyMismatch: an enqueue's Idempotency-Key is held by a
+	// job that another request made, whose field (ErrorDetail.Field)
+	// differs from this one's; nothing changed (HTTP 422).
+	CodeIdempotencyMismatch = "idempotency_mismatch"
 	// CodeUnavailable: the store cannot be reached (HTTP 503).
 	CodeUnavailable = "unavailable"
 	// CodeInternal: an unexpected server error (HTTP 500).
@@ -124,8 +129,7 @@ func (s *server) storeError(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: CodeStaleToken,
 			Message: "the token is not this job's current claim: the job is not running under it (the token is wrong, or the claim ended: lease expired, job cancelled or finished); nothing changed"}
 	case errors.Is(err, readpast.ErrInvalidState):
-		return &apiError{Status: http.StatusConflict, Code: CodeInvalidState,
-			Message: "the job's state does not allow this operation"}
+		return &apiError{Status: http.StatusConflict, Code: CodeInvalidState, Message: stateMessage(err)}
 	case s.unavailable(err):
 		return &apiError{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
 			Message: "the database is unavailable; try again later", cause: err}
@@ -156,4 +160,15 @@ func (s *server) unavailable(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// stateMessage says why err, an ErrInvalidState, refused an operation:
+// what the store said (such as "job 7 is succeeded", or the job holding
+// a unique key a retry needs), and that nothing changed.
+func stateMessage(err error) string {
+	why, ok := strings.CutSuffix(err.Error(), ": "+readpast.ErrInvalidState.Error())
+	if !ok || why == "" {
+		return "the job's state does not allow this operation; nothing changed"
+	}
+	return why + ": the operation does not apply; nothing changed"
 }

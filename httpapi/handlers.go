@@ -48,46 +48,20 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusCreated
 	if jobs[0].Duplicate {
 		status = http.StatusOK
+		if ae := idempotentReplay(r, p, jobs[0]); ae != nil {
+			s.writeError(w, r, ae)
+			return
+		}
 	}
 	s.writeJSON(w, r, status, NewJob(jobs[0]))
 }
 
-// IdempotencyKeyPrefix is put before an Idempotency-Key header's value to
-// make the job's unique key, so that the two kinds of keys never meet.
-const IdempotencyKeyPrefix = "idempotency:"
-
-// MaxIdempotencyKeyLen caps an Idempotency-Key header's value.
-const MaxIdempotencyKeyLen = readpast.MaxUniqueKeyLen - len(IdempotencyKeyPrefix)
-
-// idempotencyKey applies the Idempotency-Key header of r, if any, to p:
-// the job's unique key becomes the header's value (prefixed), held for
-// the server's idempotency period whatever the job's outcome, so that a
-// client may send the same request again after losing the answer.
-func (s *server) idempotencyKey(r *http.Request, p *readpast.EnqueueParams) *apiError {
-	vs := r.Header.Values("Idempotency-Key")
-	switch {
-	case len(vs) == 0:
-		return nil
-	case len(vs) > 1:
-		return fieldError("Idempotency-Key", "given more than once")
-	case vs[0] == "":
-		return fieldError("Idempotency-Key", "is empty")
-	case len(vs[0]) > MaxIdempotencyKeyLen:
-		return fieldError("Idempotency-Key", "longer than %d bytes", MaxIdempotencyKeyLen)
-	case p.UniqueKey != "":
-		return fieldError("Idempotency-Key", "the body has a unique_key: give one or the other")
-	}
-	q := *p
-	q.UniqueKey, q.UniqueFor = IdempotencyKeyPrefix+vs[0], s.idemFor
-	q, err := q.Normalize(s.now())
-	if err != nil {
-		return fieldError("Idempotency-Key", "must be printable characters")
-	}
-	*p = q
-	return nil
-}
-
 func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header.Values("Idempotency-Key")) > 0 {
+		s.writeError(w, r, fieldError("Idempotency-Key",
+			"POST /v1/jobs/batch takes no Idempotency-Key: give each job that needs one a unique_key"))
+		return
+	}
 	body, ae := s.readBody(w, r)
 	if ae != nil {
 		s.writeError(w, r, ae)

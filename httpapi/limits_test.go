@@ -196,6 +196,7 @@ func TestLimitsRejectBadInput(t *testing.T) {
 		{"GET", "/v1/limits/a*b", ``, CodeInvalidField, "key"},
 		{"DELETE", "/v1/limits/a%09b", ``, CodeInvalidField, "key"},
 		{"POST", "/v1/limits/a%20b/tokens", ``, CodeInvalidField, "key"},
+		{"POST", "/v1/limits/customer:*/tokens", ``, CodeInvalidField, "key"},
 		{"POST", "/v1/limits/k/tokens", `{"n":0}`, CodeInvalidField, "n"},
 		{"POST", "/v1/limits/k/tokens", `{"n":1000001}`, CodeInvalidField, "n"},
 		{"POST", "/v1/limits/k/tokens", `{"n":"1"}`, CodeInvalidField, "n"},

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -135,6 +136,14 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	do("POST", "/v1/jobs", "/v1/jobs", `{"kind":""}`, 400)
+	for _, body := range []string{`{"kind":"idem"}`, `{"kind":"idem","priority":3}`} {
+		status, b := e.request(context.Background(), "POST", "/v1/jobs", body, "", "",
+			map[string]string{"Content-Type": "application/json", "Idempotency-Key": "once"})
+		if status != 201 && status != 422 {
+			t.Fatalf("POST /v1/jobs with Idempotency-Key: %d %s", status, b)
+		}
+		o.check("POST", "/v1/jobs", status, b)
+	}
 	do("POST", "/v1/jobs/batch", "/v1/jobs/batch", `{"jobs":[{"kind":"a"},{"kind":"b","run_at":"2030-01-01T00:00:00Z"}]}`, 201)
 	do("POST", "/v1/jobs/batch", "/v1/jobs/batch", `{"jobs":[{"kind":"a"},{"kind":"b","priority":5000}]}`, 400)
 	do("POST", "/v1/flows", "/v1/flows", `{"jobs":[{"ref":"f","kind":"fa","queue":"flow"},{"kind":"fb","queue":"flow","after":[{"ref":"f","policy":"hold_child"}]}]}`, 201)

@@ -129,3 +129,46 @@ func mustRequest(t *testing.T, method, path string) *http.Request {
 	t.Helper()
 	return httptest.NewRequest(method, path, nil)
 }
+
+// TestOpenAPIDocumentsOversizedBodies: every operation that answers 413
+// to a body over --max-body-bytes lists 413 in the document, and every
+// one that lists body_too_large does answer it, body-less POSTs
+// included (they read the body to refuse one).
+func TestOpenAPIDocumentsOversizedBodies(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxBodyBytes = 64 })
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("{id}", "1", "{name}", "n", "{key}", "k")
+	big := `{"kind":"` + strings.Repeat("x", 100) + `"}`
+	tried := 0
+	for path, ops := range doc.Paths {
+		for method, raw := range ops {
+			method = strings.ToUpper(method)
+			if method != "POST" && method != "PUT" {
+				continue
+			}
+			var op struct {
+				Responses map[string]json.RawMessage `json:"responses"`
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			tried++
+			status, body := e.do(method, fill.Replace(path), big)
+			_, documented := op.Responses["413"]
+			switch {
+			case status == http.StatusRequestEntityTooLarge && !documented:
+				t.Errorf("%s %s answers 413 to a large body, which the document does not list: %s", method, path, body)
+			case status != http.StatusRequestEntityTooLarge && documented && strings.Contains(string(op.Responses["413"]), "TooLarge"):
+				t.Errorf("%s %s lists body_too_large but answered %d to a large body: %s", method, path, status, body)
+			}
+		}
+	}
+	if tried < 20 {
+		t.Fatalf("tried %d operations; the document has more", tried)
+	}
+}

@@ -21,6 +21,7 @@ var badPayloads = []string{
 	`["\udc00"]`,
 	"{\"s\":\"\xff\xfe\"}",
 	`{"n":1e131072}`,
+	`{"a":1,"b":{"c":2,"c":3}}`, // SQLite would keep both, jsonb the last
 }
 
 // TestBadPayloads: a payload or result no store can keep as it is gets a

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,37 @@ func TestIdempotencyKey(t *testing.T) {
 	status, b := send("req-7", `{"kind":"k"}`)
 	if status != 200 || !b.Duplicate || b.ID != a.ID {
 		t.Fatalf("retried request: %d %+v", status, b)
+	}
+	// The same request written differently is the same request.
+	status, c := send("req-9", `{"kind":"k","payload":{"a":1,"b":[1e2]},"tags":["x","y"],"keys":["g","h"]}`)
+	if status != 201 {
+		t.Fatalf("req-9: %d", status)
+	}
+	status, d := send("req-9", `{"payload":{"b":[100],"a":1.0},"kind":"k","tags":["y","x","y"],"group":"g","keys":["g","h"],"priority":0}`)
+	if status != 200 || !d.Duplicate || d.ID != c.ID {
+		t.Fatalf("req-9 again: %d %+v", status, d)
+	}
+	// A different request under a used key is a 422 naming what differs,
+	// and changes nothing.
+	before := e.fingerprint()
+	for _, tc := range []struct{ body, field string }{
+		{`{"kind":"other"}`, "kind"},
+		{`{"kind":"k","queue":"q2"}`, "queue"},
+		{`{"kind":"k","payload":{"a":2}}`, "payload"},
+		{`{"kind":"k","priority":5}`, "priority"},
+		{`{"kind":"k","max_attempts":3}`, "max_attempts"},
+		{`{"kind":"k","group":"g"}`, "keys"},
+		{`{"kind":"k","tags":["t"]}`, "tags"},
+	} {
+		status, body := e.request(context.Background(), "POST", "/v1/jobs", tc.body, "", "",
+			map[string]string{"Content-Type": "application/json", "Idempotency-Key": "req-7"})
+		checkError(t, "req-7 with "+tc.body, status, body, http.StatusUnprocessableEntity, CodeIdempotencyMismatch, tc.field)
+		if !strings.Contains(string(body), "job "+itoa(a.ID)) {
+			t.Errorf("req-7 with %s: %s, want the message to name job %d", tc.body, body, a.ID)
+		}
+	}
+	if after := e.fingerprint(); after != before {
+		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 	// The header's keys and unique_key values never meet.
 	var u Job

@@ -53,6 +53,14 @@ func TestTagsAndBulkCLI(t *testing.T) {
 		if out := cli(2, append([]string{"jobs", "bulk", "cancel"}, target...)...); !strings.Contains(out, "at least one of --queue") {
 			t.Errorf("bulk without a filter: %q", out)
 		}
+		// An empty filter flag (an unset shell variable) is refused, not
+		// read as no filter: this would cancel kind k in every queue.
+		if out := cli(2, append([]string{"jobs", "bulk", "cancel", "--queue", "", "--kind", "k"}, target...)...); !strings.Contains(out, "--queue is empty") {
+			t.Errorf("bulk with --queue \"\": %q", out)
+		}
+		if out := cli(2, append([]string{"jobs", "list", "--kind="}, target...)...); !strings.Contains(out, "--kind is empty") {
+			t.Errorf("list with --kind=: %q", out)
+		}
 		if out := cli(0, append([]string{"jobs", "bulk", "cancel", "--queue", "cq"}, target...)...); out != "cancelled 2 jobs\n" {
 			t.Errorf("bulk cancel: %q", out)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -76,6 +77,19 @@ func parseFlags(fs *flagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// noEmptyFilters refuses a filter flag of fs given as an empty string
+// (`--queue ""`, often an unset shell variable), which would otherwise
+// read as no filter at all.
+func noEmptyFilters(fs *flagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(names, f.Name) && f.Value.String() == "" {
+			err = usagef("--%s is empty: give a name, or leave the flag out", f.Name)
+		}
+	})
+	return err
 }
 
 // dbFlag adds --database-url to fs.

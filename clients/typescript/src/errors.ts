@@ -98,6 +98,11 @@ export class InvalidStateError extends ConflictError {}
  * it is still running under the claim: complete or fail it. */
 export class SnoozeLimitError extends ConflictError {}
 
+/** 422 `idempotency_mismatch`: the request's Idempotency-Key is held by a
+ * job another request made, whose `field` differs from this one's; send
+ * the same request again, or use a new key. Nothing changed. */
+export class IdempotencyMismatchError extends ApiError {}
+
 /** 413: the request is over a size limit of the server. */
 export class TooLargeError extends ApiError {}
 /** 413 `body_too_large`: the body is over `--max-body-bytes`. */
@@ -135,6 +140,7 @@ export const errorClasses: { readonly [C in ErrorCode]: ApiErrorClass } = {
   stale_token: StaleClaimError,
   invalid_state: InvalidStateError,
   snooze_limit: SnoozeLimitError,
+  idempotency_mismatch: IdempotencyMismatchError,
   unavailable: UnavailableError,
   internal: InternalError,
 };
@@ -147,6 +153,7 @@ const byStatus: { readonly [status: number]: ApiErrorClass } = {
   405: MethodNotAllowedError,
   409: ConflictError,
   413: TooLargeError,
+  422: IdempotencyMismatchError,
   429: TooManyAttemptsError,
   500: InternalError,
   503: UnavailableError,

@@ -128,6 +128,12 @@ class SnoozeLimitError(ConflictError):
     allows; it is still running under the claim: fail or complete it."""
 
 
+class IdempotencyMismatchError(APIError):
+    """422 ``idempotency_mismatch``: the request's Idempotency-Key is held by
+    a job another request made, whose ``field`` differs from this one's;
+    send the same request again, or use a new key. Nothing changed."""
+
+
 class TooLargeError(APIError):
     """413: the body (``body_too_large``) or the batch (``batch_too_large``)
     is over the server's limit."""
@@ -159,6 +165,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "stale_token": StaleClaimError,
     "invalid_state": InvalidStateError,
     "snooze_limit": SnoozeLimitError,
+    "idempotency_mismatch": IdempotencyMismatchError,
     "body_too_large": TooLargeError,
     "batch_too_large": TooLargeError,
     "too_many_attempts": TooManyAttemptsError,
@@ -174,6 +181,7 @@ _BY_STATUS: Dict[int, Type[APIError]] = {
     405: MethodNotAllowedError,
     409: ConflictError,
     413: TooLargeError,
+    422: IdempotencyMismatchError,
     429: TooManyAttemptsError,
     500: InternalError,
     503: UnavailableError,
