@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -219,7 +220,10 @@ type Client struct {
 	abort   context.CancelCauseFunc
 	wg      sync.WaitGroup // producers and the rescuer
 	jobs    sync.WaitGroup // running handlers
-	done    *completer
+	// handlers counts them too, so that Stop can tell whether any is
+	// left when its ctx ends.
+	handlers atomic.Int64
+	done     *completer
 }
 
 // NewClient makes a client on store. It validates cfg and changes nothing
@@ -290,6 +294,9 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("readpast: client stopped: a Client starts once; make a new one")
+	}
 	if c.started {
 		return errors.New("readpast: client already started")
 	}
@@ -381,6 +388,10 @@ func (c *Client) Stop(ctx context.Context) error {
 	select {
 	case <-idle:
 	case <-ctx.Done():
+		if c.handlers.Load() == 0 { // none to cancel: a clean stop
+			<-idle
+			break
+		}
 		err = ctx.Err()
 		c.abort(ErrShutdown)
 		select {

@@ -585,3 +585,39 @@ func TestClientSchedules(t *testing.T) {
 		}
 	}
 }
+
+// TestClientStopWithAnEndedContext: a Stop whose ctx has already ended
+// reports no error when no handler had to be cancelled (a `defer
+// c.Stop(ctx)` with a signal's ctx), and a stopped client refuses to
+// start again, saying so.
+func TestClientStopWithAnEndedContext(t *testing.T) {
+	s := newSQLiteStore(t)
+	w := readpast.NewWorkers()
+	ran := make(chan struct{}, 1)
+	w.Handle("k", func(ctx context.Context, job *readpast.Job) (any, error) {
+		ran <- struct{}{}
+		return nil, nil
+	}, nil)
+	for range 5 {
+		c, err := readpast.NewClient(s, readpast.Config{Workers: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		<-ran
+		time.Sleep(50 * time.Millisecond) // the handler has returned
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Fatalf("Stop with an ended ctx and no running handler: %v", err)
+		}
+		if err := c.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "stopped") {
+			t.Fatalf("Start after Stop: %v, want an error saying the client stopped", err)
+		}
+	}
+}

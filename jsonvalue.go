@@ -6,6 +6,13 @@ import (
 	"unicode/utf8"
 )
 
+// CheckJSON reports whether b is a JSON value every store keeps as it is,
+// by the rules of payloads and results (see EnqueueParams.Payload): valid
+// JSON in valid UTF-8, no \u0000 escape, no unpaired UTF-16 surrogate
+// escape, numbers PostgreSQL can hold, no object giving one key twice.
+// The error is a *FieldError for field.
+func CheckJSON(field string, b []byte) error { return checkJSON(field, b) }
+
 // maxNumberGrowth bounds how many bytes a JSON value may grow by when
 // PostgreSQL writes its numbers out in full (see checkJSON).
 const maxNumberGrowth = 1 << 20
@@ -42,7 +49,7 @@ func checkJSON(field string, b []byte) error {
 	}
 	growth := 0
 	var objs objectKeys
-	if bytes.IndexByte(b, ',') >= 0 { // else no object has two keys
+	if bytes.IndexByte(b, '{') >= 0 && bytes.IndexByte(b, ',') >= 0 { // else no object has two keys
 		objs = objectKeys{on: true, frames: make([]keyFrame, 0, 16), keys: make([][]byte, 0, 64)}
 	}
 	for i := 0; i < len(b); i++ {

@@ -38,7 +38,8 @@ type Limit struct {
 	// Rate is how many of a key's jobs may start per Per; 0 means no
 	// rate limit.
 	Rate int `json:"rate,omitempty"`
-	// Per is the period of Rate; 0 means one second.
+	// Per is the period of Rate; 0 means one second. It is kept in whole
+	// microseconds, the stores' unit: Normalize rounds it up.
 	Per time.Duration `json:"per,omitempty"`
 	// Burst is how many starts may happen at once after a quiet spell; 0
 	// means Rate (a full period's worth).
@@ -107,6 +108,9 @@ func (l Limit) Normalize() (Limit, error) {
 	}
 	if l.Per < 0 || l.Per > MaxPer {
 		return l, invalid("per", "must be between 1µs and %s", MaxPer)
+	}
+	if r := l.Per % time.Microsecond; r != 0 {
+		l.Per += time.Microsecond - r // never faster than declared
 	}
 	if l.Per.Microseconds() < int64(l.Rate) { // Per/Rate under MinRateInterval
 		return l, invalid("rate", "allows more than one start a microsecond (per/rate must be at least 1µs)")

@@ -222,6 +222,7 @@ type task struct {
 func (p *producer) start(r claimResult) {
 	for _, j := range r.jobs {
 		p.running++
+		p.client.handlers.Add(1)
 		p.client.jobs.Add(1)
 		t := task{job: j, claimed: r.began}
 		select {
@@ -311,6 +312,7 @@ func (w *worker) abort(cause error) {
 // also if the handler ended its goroutine (runtime.Goexit).
 func (p *producer) runTask(w *worker, t task) {
 	defer func() {
+		p.client.handlers.Add(-1)
 		p.client.jobs.Done()
 		p.ended.Add(1)
 		select {

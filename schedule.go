@@ -148,8 +148,8 @@ func ParseCron(expr, tz string) (*CronSchedule, error) {
 // is none within five years.
 func (c *CronSchedule) Next(t time.Time) time.Time {
 	n := c.sched.Next(t.In(c.loc))
-	if n.IsZero() {
-		return n
+	if n.IsZero() || n.After(t.AddDate(5, 0, 0)) { // @every can reach past them
+		return time.Time{}
 	}
 	return n.UTC()
 }
@@ -182,6 +182,8 @@ func (p ScheduleParams) Normalize(now time.Time) (ScheduleParams, *CronSchedule,
 		return p, nil, invalid("job.tags", "schedules do not tag their jobs; leave it out")
 	case len(p.Job.Keys) > 1:
 		return p, nil, invalid("job.keys", "a schedule's job takes one key (its group); leave the others out")
+	case p.Job.Traceparent != "" || p.Job.Tracestate != "":
+		return p, nil, invalid("job.traceparent", "a tick's job has no creation context of its own; leave it out")
 	}
 	j, err := p.Job.Normalize(now)
 	if err != nil {

@@ -40,6 +40,7 @@ func TestParseCron(t *testing.T) {
 		"@every 0s":                      "cron", // would tick every second
 		"@every -5m":                     "cron",
 		"@every 1ms":                     "cron",
+		"@every 1000000h":                "cron", // its first tick is past five years: never fires
 	} {
 		_, err := ParseCron(expr, "")
 		var fe *FieldError
@@ -190,5 +191,12 @@ func TestScheduleParamsNormalize(t *testing.T) {
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "job.priority" {
 		t.Fatalf("%v", err)
+	}
+	// A tick's job starts a trace of its own: a creation context given
+	// here would be dropped, so it is refused.
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, _, err = ScheduleParams{Name: "n", Cron: "@daily", Job: EnqueueParams{Kind: "k", Traceparent: tp}}.Normalize(time.Now())
+	if !errors.As(err, &fe) || fe.Field != "job.traceparent" {
+		t.Fatalf("a schedule's job with a traceparent: %v", err)
 	}
 }

@@ -33,7 +33,9 @@ type Store interface {
 	Complete(ctx context.Context, cs []Completion) ([]error, error)
 	// Fail records failed attempts: each job goes back to pending at its
 	// RetryAt when attempts remain, or to failed for good. One entry per
-	// failure as for Complete.
+	// failure as for Complete; a failure that Failure.Check refuses (a
+	// RetryAt outside the years 1970 to 9999) gets that *FieldError and
+	// changes nothing.
 	Fail(ctx context.Context, fs []Failure) ([]error, error)
 	// Extend renews a running job's lease to now+lease and returns the new
 	// expiry.

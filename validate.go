@@ -88,19 +88,20 @@ func normalizeTags(tags []string) ([]string, error) {
 	if len(tags) == 0 {
 		return nil, nil
 	}
-	if len(tags) > MaxTags {
-		return nil, invalid("tags", "%d tags, at most %d allowed", len(tags), MaxTags)
-	}
-	out := make([]string, 0, len(tags))
+	out := make([]string, 0, min(len(tags), MaxTags))
 	for i, t := range tags {
 		if err := checkName("tags", t, true); err != nil {
 			var fe *FieldError
 			errors.As(err, &fe)
 			return nil, invalid("tags", "tag %d (%q) %s", i, t, fe.Message)
 		}
-		if !slices.Contains(out, t) {
-			out = append(out, t)
+		if slices.Contains(out, t) {
+			continue // a repeat is kept once, and counts once
 		}
+		if len(out) == MaxTags {
+			return nil, invalid("tags", "more than %d distinct tags", MaxTags)
+		}
+		out = append(out, t)
 	}
 	return out, nil
 }
@@ -324,6 +325,20 @@ func (f Failure) Normalize() Failure {
 	f.Message = cleanText(f.Message, MaxErrorMessage)
 	f.Stack = cleanText(f.Stack, MaxErrorStack)
 	return f
+}
+
+// Check reports whether f can be stored: a RetryAt, when set, in the
+// years 1970 to 9999 in UTC, as a run-at must be (a time outside them
+// cannot be written as JSON). The error is a *FieldError for "retry_at";
+// the stores give it as the entry's error and change nothing for it.
+func (f Failure) Check() error {
+	if f.RetryAt.IsZero() {
+		return nil
+	}
+	if y := f.RetryAt.UTC().Year(); y < 1970 || y > 9999 {
+		return invalid("retry_at", "year must be between 1970 and 9999")
+	}
+	return nil
 }
 
 func cleanText(s string, max int) string {

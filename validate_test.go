@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,6 +215,47 @@ func BenchmarkCheckJSON(b *testing.B) {
 	for b.Loop() {
 		if err := checkJSON("payload", payload); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestTagsCountOnce: a tag given twice is kept once and counts once
+// against MaxTags; more distinct tags than that are refused.
+func TestTagsCountOnce(t *testing.T) {
+	now := time.Now()
+	same := make([]string, MaxTags+5)
+	for i := range same {
+		same[i] = "t"
+	}
+	p, err := EnqueueParams{Kind: "k", Tags: append(same, "u")}.Normalize(now)
+	if err != nil || !slices.Equal(p.Tags, []string{"t", "u"}) {
+		t.Fatalf("%d repeats of one tag and another: %v %v", len(same), p.Tags, err)
+	}
+	distinct := make([]string, MaxTags+1)
+	for i := range distinct {
+		distinct[i] = fmt.Sprintf("t%d", i)
+	}
+	if _, err := (EnqueueParams{Kind: "k", Tags: distinct[:MaxTags]}).Normalize(now); err != nil {
+		t.Fatalf("%d distinct tags: %v", MaxTags, err)
+	}
+	var fe *FieldError
+	if _, err := (EnqueueParams{Kind: "k", Tags: distinct}).Normalize(now); !errors.As(err, &fe) || fe.Field != "tags" {
+		t.Fatalf("%d distinct tags: %v, want a tags FieldError", MaxTags+1, err)
+	}
+}
+
+// TestLimitPerIsWholeMicroseconds: a Per that is not a whole number of
+// microseconds (the stores' unit) is rounded up, so the limit read back
+// is the one enforced, never faster than declared.
+func TestLimitPerIsWholeMicroseconds(t *testing.T) {
+	for _, tc := range []struct{ per, want time.Duration }{
+		{1500 * time.Nanosecond, 2 * time.Microsecond},
+		{time.Second + time.Nanosecond, time.Second + time.Microsecond},
+		{3 * time.Microsecond, 3 * time.Microsecond},
+	} {
+		l, err := Limit{Key: "a", Rate: 1, Per: tc.per}.Normalize()
+		if err != nil || l.Per != tc.want {
+			t.Errorf("Per %v: %v %v, want %v", tc.per, l.Per, err, tc.want)
 		}
 	}
 }

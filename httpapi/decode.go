@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/readpast/readpast"
 )
@@ -45,11 +44,12 @@ func decodeObject(body []byte, dst any, prefix string) *apiError {
 }
 
 // checkKeys requires the keys of the JSON object body to be exactly the
-// JSON names of dst's fields, each at most once, and their values to be
-// valid UTF-8. encoding/json alone matches names case-insensitively, lets
-// a repeated key win silently and turns invalid UTF-8 into U+FFFD (so
-// "u\xfe" and "u\xff" would name one key), which would let two parsers
-// read one body differently.
+// JSON names of dst's fields, each at most once, and their values to
+// follow readpast.CheckJSON (valid UTF-8, no unpaired surrogate escape).
+// encoding/json alone matches names case-insensitively, lets a repeated
+// key win silently and turns invalid UTF-8 and "\ud800" into U+FFFD (so
+// "u\xfe", "u\xff" and "u\ud800" would name one key), which would let two
+// parsers read one body differently.
 func checkKeys(body []byte, dst any, prefix string) *apiError {
 	t := reflect.TypeOf(dst)
 	for t.Kind() == reflect.Pointer {
@@ -58,11 +58,12 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 	if t.Kind() != reflect.Struct {
 		return nil
 	}
-	known := make(map[string]reflect.Type, t.NumField())
+	known := make(map[string]bool, t.NumField()) // whether to check the value
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name != "" && name != "-" {
-			known[name] = t.Field(i).Type
+			known[name] = f.Type != rawType && f.Type != rawsType && f.Tag.Get("text") != "free"
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -80,7 +81,7 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 		if !ok {
 			return malformed
 		}
-		typ, ok := known[key]
+		check, ok := known[key]
 		if !ok {
 			return fieldError(prefix+fieldName(key), "unknown field")
 		}
@@ -92,8 +93,12 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 		if err := dec.Decode(&value); err != nil {
 			return malformed
 		}
-		if !utf8.Valid(value) && typ != rawType && typ != rawsType {
-			return fieldError(prefix+key, "not valid UTF-8")
+		if check {
+			if err := readpast.CheckJSON(prefix+key, value); err != nil {
+				var fe *readpast.FieldError
+				errors.As(err, &fe)
+				return fromFieldError(fe, nil)
+			}
 		}
 	}
 	return nil
@@ -102,6 +107,8 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 // rawType and rawsType are the types of the fields checkKeys leaves raw:
 // their values are checked where they are decoded, under their own names
 // (a payload by readpast's JSON rules, a nested object by decodeObject).
+// Fields tagged text:"free" (an error message) are not checked either:
+// their text is cleaned where it is stored.
 var (
 	rawType  = reflect.TypeFor[json.RawMessage]()
 	rawsType = reflect.TypeFor[[]json.RawMessage]()
@@ -188,7 +195,8 @@ func parseSeconds(field string, v *float64, def, lo, hi time.Duration) (time.Dur
 	}
 	f := *v
 	if math.IsNaN(f) || math.IsInf(f, 0) || f < lo.Seconds() || f > hi.Seconds() {
-		return 0, fieldError(field, "must be between %g and %g", lo.Seconds(), hi.Seconds())
+		return 0, fieldError(field, "must be between %s and %s seconds (%s)",
+			strconv.FormatFloat(lo.Seconds(), 'f', -1, 64), strconv.FormatFloat(hi.Seconds(), 'f', -1, 64), hi)
 	}
 	return time.Duration(f * float64(time.Second)), nil
 }
@@ -250,6 +258,9 @@ func (req EnqueueRequest) toParams(now time.Time, prefix string) (readpast.Enque
 	if req.UniqueKey != nil {
 		if *req.UniqueKey == "" {
 			return p, fieldError(prefix+"unique_key", "is empty; leave it out for no key")
+		}
+		if strings.HasPrefix(*req.UniqueKey, IdempotencyKeyPrefix) {
+			return p, fieldError(prefix+"unique_key", "may not start with %q, which keys from Idempotency-Key headers take", IdempotencyKeyPrefix)
 		}
 		p.UniqueKey = *req.UniqueKey
 	}

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/readpast/readpast"
 )
@@ -80,13 +82,63 @@ func idempotentReplay(r *http.Request, p readpast.EnqueueParams, j *readpast.Job
 }
 
 // sameJSON reports whether a and b hold the same JSON value, however
-// written (a store may reorder keys and rewrite numbers).
+// written: a store may reorder keys and write numbers out in full (1e2 as
+// 100), so numbers compare by their exact decimal value, not as float64
+// (which would make 9007199254740993 and 9007199254740992 one number).
 func sameJSON(a, b json.RawMessage) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
+	va, okA := decodeExact(a)
+	vb, okB := decodeExact(b)
+	return okA && okB && reflect.DeepEqual(va, vb)
+}
+
+// decodeExact decodes a JSON value with each number as canonNumber
+// writes it.
+func decodeExact(b []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
 	}
-	return reflect.DeepEqual(va, vb)
+	return canonNumbers(v), true
+}
+
+func canonNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = canonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = canonNumbers(e)
+		}
+	case json.Number:
+		return canonNumber(string(x))
+	}
+	return v
+}
+
+// canonNumber writes the JSON number s as its significant digits and a
+// power of ten ("-15e-1" for -1.50), "0" for zero. Exponents are small:
+// payloads' numbers are within PostgreSQL's range (readpast.CheckJSON).
+func canonNumber(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	mant, exp, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "-")), "e")
+	e, _ := strconv.Atoi(exp)
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	e -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	if trimmed == "" {
+		return "0"
+	}
+	e += len(digits) - len(trimmed)
+	out := trimmed + "e" + strconv.Itoa(e)
+	if neg {
+		out = "-" + out
+	}
+	return out
 }
 
 // sameSet reports whether a and b hold the same strings.

@@ -73,9 +73,11 @@ type CompleteRequest struct {
 
 // FailRequest is the body of POST /v1/jobs/{id}/fail.
 type FailRequest struct {
-	Token   string  `json:"token"`
-	Error   *string `json:"error"`
-	Stack   string  `json:"stack,omitempty"`
+	Token string `json:"token"`
+	// Error and Stack are free text: stored as readpast.Failure.Normalize
+	// cleans them, never refused for their characters.
+	Error   *string `json:"error" text:"free"`
+	Stack   string  `json:"stack,omitempty" text:"free"`
 	RetryAt *string `json:"retry_at,omitempty"`
 	// Discard fails the job for good whatever attempts remain.
 	Discard bool `json:"discard,omitempty"`

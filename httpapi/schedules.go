@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/readpast/readpast"
 )
@@ -138,7 +139,7 @@ func ParsePutSchedule(name string, body []byte, now time.Time) (readpast.Schedul
 // schedule can have.
 func scheduleName(r *http.Request) (string, *apiError) {
 	name := r.PathValue("name")
-	if name == "" || len(name) > readpast.MaxNameLen || strings.ContainsAny(name, " \t\r\n") {
+	if name == "" || len(name) > readpast.MaxNameLen || strings.ContainsAny(name, " \t\r\n") || !utf8.ValidString(name) {
 		return "", &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "schedule not found"}
 	}
 	return name, nil

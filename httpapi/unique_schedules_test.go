@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,6 +115,30 @@ func TestIdempotencyKey(t *testing.T) {
 	if after := e.fingerprint(); after != before {
 		t.Errorf("refused requests changed the store:\nbefore %s\nafter  %s", before, after)
 	}
+	// Numbers compare by their exact value: the same value written
+	// otherwise is the same request, a value a float64 cannot tell apart
+	// is another.
+	for i, tc := range []struct {
+		first, again string
+		same         bool
+	}{
+		{`{"n":[1e2,-0.50,0,1.5e-3,1e300]}`, `{"n":[100,-5e-1,-0.0,0.0015,1e+300]}`, true},
+		{`{"n":1e400}`, `{"n":1e400}`, true},
+		{`{"n":9007199254740993}`, `{"n":9007199254740992}`, false},
+		{`{"n":0.1}`, `{"n":0.10000000000000001}`, false},
+		{`{"n":1e-400}`, `{"n":0}`, false},
+	} {
+		key := fmt.Sprintf("num-%d", i)
+		if status, _ := send(key, `{"kind":"k","payload":`+tc.first+`}`); status != 201 {
+			t.Fatalf("%s: %d", tc.first, status)
+		}
+		status, _ := send(key, `{"kind":"k","payload":`+tc.again+`}`)
+		if want := map[bool]int{true: 200, false: 422}[tc.same]; status != want {
+			t.Errorf("payload %s then %s: %d, want %d", tc.first, tc.again, status, want)
+		}
+	}
+	// A body's unique_key may not take the header's prefix.
+	e.wantError("POST", "/v1/jobs", `{"kind":"k","unique_key":"idempotency:req-7"}`, 400, CodeInvalidField, "unique_key")
 	// The header's keys and unique_key values never meet.
 	var u Job
 	e.must("POST", "/v1/jobs", `{"kind":"k","unique_key":"req-7"}`, 201, &u)

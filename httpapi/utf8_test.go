@@ -30,6 +30,12 @@ func checkNamesMustBeUTF8(t *testing.T, e *testEnv) {
 		{"/v1/claim", "{\"worker\":\"w\xff\"}", "worker"},
 		{"/v1/claim", "{\"worker\":\"w\",\"queues\":[\"q\xff\"]}", "queues"},
 		{"/v1/bulk/cancel", "{\"queue\":\"q\xff\"}", "queue"},
+		// An unpaired surrogate escape is valid JSON that encoding/json
+		// also reads as U+FFFD.
+		{"/v1/jobs", `{"kind":"a","unique_key":"u\ud800"}`, "unique_key"},
+		{"/v1/jobs", `{"kind":"k\udc00"}`, "kind"},
+		{"/v1/jobs", `{"kind":"a","tags":["ok","t\udfff"]}`, "tags"},
+		{"/v1/jobs/batch", `{"jobs":[{"kind":"a","queue":"q\ud800x"}]}`, "jobs[0].queue"},
 	}
 	for _, c := range bodies {
 		e.wantError("POST", c.path, c.body, http.StatusBadRequest, CodeInvalidField, c.field)
@@ -46,6 +52,12 @@ func checkNamesMustBeUTF8(t *testing.T, e *testEnv) {
 	for _, c := range paths {
 		e.wantError(c.method, c.path, c.body, http.StatusBadRequest, CodeInvalidField, c.field)
 	}
+	// A schedule name no schedule can have is not found, as one with a
+	// space is.
+	for _, m := range []string{"GET", "DELETE"} {
+		e.wantError(m, "/v1/schedules/s%FF", "", http.StatusNotFound, CodeNotFound, "")
+	}
+	e.wantError("POST", "/v1/schedules/s%FF/run", "", http.StatusNotFound, CodeNotFound, "")
 	if n := e.total(); n != 0 {
 		t.Errorf("names that are not UTF-8 stored %d jobs", n)
 	}
@@ -66,5 +78,13 @@ func checkNamesMustBeUTF8(t *testing.T, e *testEnv) {
 	b := e.enqueue("{\"kind\":\"a\",\"unique_key\":\"u\uFFFD\uFFFD\"}")
 	if a.ID == b.ID || e.get(a.ID).UniqueKey != "u\uFFFD" {
 		t.Errorf("keys with U+FFFD: jobs %+v and %+v", a, b)
+	}
+
+	// An error message is free text: what a worker reports is kept,
+	// cleaned, whatever its characters.
+	c := e.claim(`{"worker":"w"}`)[0]
+	e.must("POST", "/v1/jobs/"+itoa(c.ID)+"/fail", `{"token":"`+c.Token+`","error":"bad \ud800 byte","stack":"at \udc00"}`, http.StatusOK, nil)
+	if j := e.get(c.ID); len(j.Errors) != 1 || j.Errors[0].Message != "bad \uFFFD byte" {
+		t.Errorf("a failure with a lone surrogate: %+v", j.Errors)
 	}
 }

@@ -84,6 +84,9 @@ func (s *Store) AddToBatch(ctx context.Context, id int64, jobs []readpast.Enqueu
 // exist if and only if tx commits. Until tx ends it holds the batch's
 // seal: other joins and SealBatch wait for it.
 func (s *Store) AddToBatchTx(ctx context.Context, tx pgx.Tx, id int64, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("postgres: AddToBatchTx: nil transaction")
+	}
 	return s.addToBatchIn(ctx, pgxSource{tx}, id, jobs)
 }
 

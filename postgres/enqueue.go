@@ -273,6 +273,9 @@ func (s *Store) Enqueue(ctx context.Context, jobs []readpast.EnqueueParams) ([]*
 // EnqueueTx inserts jobs inside the caller's transaction: they exist if and
 // only if tx commits. Workers are woken when it commits.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("postgres: EnqueueTx: nil transaction")
+	}
 	defer s.claimFrom.ahead() // its jobs' run_at is tx's start (claimfrom.go)
 	// The NOTIFY is sent at tx's commit, which this store does not see:
 	// its own listener wakes its claimers then.

@@ -232,6 +232,9 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // tx's snapshot only, and a job that joined the group meanwhile can wait
 // for the group's next event (docs/design/groups.md, "Concurrency groups").
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, c readpast.Completion) error {
+	if tx == nil {
+		return errors.New("postgres: CompleteTx: nil transaction")
+	}
 	errs, parents, _, err := complete(ctx, tx, s.hotMode, completeSQL, []readpast.Completion{c}, true)
 	if err != nil {
 		return err
@@ -251,8 +254,12 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	}
 	defer s.out.enter()() // Close waits for the wake-up of what it commits
 	began := time.Now()
+	bad := make([]error, len(fs))
+	for i, f := range fs {
+		bad[i] = f.Check()
+	}
 	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
-	first := storekit.FirstPairs(len(fs), entry, func(int) bool { return false })
+	first := storekit.FirstPairs(len(fs), entry, func(i int) bool { return bad[i] != nil })
 	b, malformed := newBatch(first, entry)
 	msgs, stacks := make([]string, len(b.idx)), make([]string, len(b.idx))
 	retryAt, discard := make([]*time.Time, len(b.idx)), make([]bool, len(b.idx))
@@ -265,7 +272,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 		}
 	}
 	errs, err := retryDeadlock(ctx, func() ([]error, error) {
-		errs := make([]error, len(fs))
+		errs := slices.Clone(bad)
 		if len(b.ids) > 0 {
 			rows, err := s.pool.Query(ctx, failSQL, s.hotMode, b.ids, b.uuids, msgs, stacks, retryAt, discard)
 			done, wake, err := flaggedOn(rows, err, 1)

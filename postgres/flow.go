@@ -86,12 +86,18 @@ func (s *Store) EnqueueFlow(ctx context.Context, jobs []readpast.FlowJob) ([]*re
 // rows of the earlier jobs the flow names as parents: their finishers
 // wait for it, and claims pass them over.
 func (s *Store) EnqueueFlowTx(ctx context.Context, tx pgx.Tx, jobs []readpast.FlowJob) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("postgres: EnqueueFlowTx: nil transaction")
+	}
 	return s.enqueueFlowIn(ctx, pgxSource{tx}, jobs)
 }
 
 // EnqueueFlowSQLTx is EnqueueFlowTx for database/sql users (pgx's stdlib
 // driver).
 func (s *Store) EnqueueFlowSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.FlowJob) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("postgres: EnqueueFlowSQLTx: nil transaction")
+	}
 	return s.enqueueFlowIn(ctx, sqlSource{tx}, jobs)
 }
 

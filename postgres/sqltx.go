@@ -14,6 +14,9 @@ import (
 // pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib), which passes
 // the statement's array parameters through.
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+	if tx == nil {
+		return nil, errors.New("postgres: EnqueueSQLTx: nil transaction")
+	}
 	defer s.claimFrom.ahead() // it may make jobs pending ahead of a position (claimfrom.go)
 	if len(jobs) == 0 {
 		return nil, nil
@@ -40,6 +43,9 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, jobs []readpast.En
 
 // CompleteSQLTx is CompleteTx for database/sql users (pgx's stdlib driver).
 func (s *Store) CompleteSQLTx(ctx context.Context, tx *sql.Tx, c readpast.Completion) error {
+	if tx == nil {
+		return errors.New("postgres: CompleteSQLTx: nil transaction")
+	}
 	if err := readpast.CheckResult(c.Result); err != nil {
 		return err
 	}

@@ -204,9 +204,12 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 	nowUS := micros(now)
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
+	for i, f := range fs {
+		res[i] = f.Check()
+	}
 	groups := map[string]int{}
 	first := storekit.FirstPairs(len(fs), func(i int) (int64, string) { return fs[i].ID, fs[i].Token },
-		func(int) bool { return false })
+		func(i int) bool { return res[i] != nil })
 	for i, f := range fs {
 		if first[i] != i {
 			continue // a repeated pair: settled by SettleRepeats below

@@ -194,6 +194,24 @@ func testBatchRepeats(t *testing.T, h Harness) {
 	if j := wantState(t, s, y.ID, readpast.StatePending); len(j.Errors) != 1 || j.Errors[0].Message != "real" {
 		t.Fatalf("after fail [malformed, current]: %+v", j.Errors)
 	}
+	// A retry time no JSON can hold is the entry's error, and changes
+	// nothing: the job stays running under its claim.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Group: "R"})
+	z := claim(t, s, 1, time.Minute)
+	if len(z) != 1 {
+		t.Fatalf("claimed %d", len(z))
+	}
+	errs = ok(s.Fail(ctx, []readpast.Failure{
+		{ID: z[0].ID, Token: z[0].Token, Message: "far", RetryAt: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{ID: z[0].ID, Token: z[0].Token, Message: "early", RetryAt: time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC)},
+	})).must(t)
+	var fe *readpast.FieldError
+	if !errors.As(errs[0], &fe) || fe.Field != "retry_at" || !errors.As(errs[1], &fe) || fe.Field != "retry_at" {
+		t.Fatalf("fail with retry times outside 1970-9999: %v", errs)
+	}
+	if j := wantState(t, s, z[0].ID, readpast.StateRunning); len(j.Errors) != 0 {
+		t.Fatalf("refused failures recorded errors: %+v", j.Errors)
+	}
 	// Unknown ids: not found, repeats too.
 	errs = ok(s.Complete(ctx, []readpast.Completion{{ID: 1 << 40, Token: x.Token}, {ID: 1 << 40, Token: x.Token}})).must(t)
 	if !errors.Is(errs[0], readpast.ErrNotFound) || !errors.Is(errs[1], readpast.ErrNotFound) {

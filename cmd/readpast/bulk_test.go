@@ -50,6 +50,9 @@ func TestTagsAndBulkCLI(t *testing.T) {
 			len(page.Jobs) != 1 || strings.Join(page.Jobs[0].Tags, ",") != "red,blue" {
 			t.Fatalf("list --tag red: %+v %v", page, err)
 		}
+		if out := cli(0, append([]string{"jobs", "show", itoa(page.Jobs[0].ID)}, target...)...); !strings.Contains(out, "red, blue") {
+			t.Errorf("jobs show of a tagged job prints no tags: %q", out)
+		}
 		if out := cli(2, append([]string{"jobs", "bulk", "cancel"}, target...)...); !strings.Contains(out, "at least one of --queue") {
 			t.Errorf("bulk without a filter: %q", out)
 		}

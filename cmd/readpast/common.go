@@ -293,6 +293,9 @@ func printJob(w io.Writer, wj httpapi.Job) error {
 	if len(wj.Keys) > 1 {
 		rows = append(rows, [2]string{"keys", strings.Join(wj.Keys, ", ")})
 	}
+	if len(wj.Tags) > 0 {
+		rows = append(rows, [2]string{"tags", strings.Join(wj.Tags, ", ")})
+	}
 	rows = append(rows, [][2]string{
 		{"run at", fmtTime(wj.RunAt)},
 		{"created at", fmtTime(wj.CreatedAt)},

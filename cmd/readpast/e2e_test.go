@@ -949,6 +949,9 @@ func runE2E(t *testing.T, bin, db string) {
 	if r := runCLI(t, bin, "", append([]string{"enqueue", "--kind", "u", "--unique-for", "1h"}, remote...)...); r.code != 2 || !strings.Contains(r.stderr, "--unique-for") {
 		t.Errorf("--unique-for without --unique-key: %+v", r)
 	}
+	if r := runCLI(t, bin, "", append([]string{"enqueue", "--kind", "u", "--unique-key", "k", "--unique-for", "1ns"}, remote...)...); r.code != 2 || !strings.Contains(r.stderr, "between 1s and 8784h0m0s") {
+		t.Errorf("--unique-for 1ns: %+v", r)
+	}
 	idem := func() (int, []byte) {
 		req, err := http.NewRequest("POST", srv.base+"/v1/jobs", strings.NewReader(`{"kind":"u","queue":"uq"}`))
 		if err != nil {

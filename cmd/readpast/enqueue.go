@@ -117,6 +117,9 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 		}
 		req.Tags = tags
 		if *uniqueFor != 0 {
+			if *uniqueFor < time.Second || *uniqueFor > readpast.MaxUniqueFor {
+				return usagef("--unique-for must be between 1s and %s (%d days), not %s", readpast.MaxUniqueFor, readpast.MaxUniqueFor/(24*time.Hour), *uniqueFor)
+			}
 			secs := uniqueFor.Seconds()
 			req.UniqueForSeconds = &secs
 		}
