@@ -126,7 +126,7 @@ func TestAdvNotifyCloseSendsScheduledWakes(t *testing.T) {
 func TestAdvNotifyLostClaimResponseStillAnnounces(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	advPut(t, s, readpast.Limit{Key: "R", Concurrency: 10, Rate: 1, Per: 3 * time.Second, Burst: 1})
+	advPut(t, s, readpast.Limit{Key: "R", Concurrency: 10, Rate: 1, Per: 30 * time.Second, Burst: 1}) // no token comes back however slow the machine
 	advEnq(t, s, []string{"R"})
 	if got := mustClaim(t, s, "w", 10); len(got) != 1 {
 		t.Fatalf("claimed %d, want R's first job", len(got))
