@@ -79,13 +79,16 @@ func parseFlags(fs *flagSet, args []string) ([]string, error) {
 	}
 }
 
+// filterFlags are the flags that select jobs by name or state.
+var filterFlags = []string{"queue", "kind", "state", "tag", "group"}
+
 // noEmptyFilters refuses a filter flag of fs given as an empty string
 // (`--queue ""`, often an unset shell variable), which would otherwise
 // read as no filter at all.
-func noEmptyFilters(fs *flagSet, names ...string) error {
+func noEmptyFilters(fs *flagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil && slices.Contains(names, f.Name) && f.Value.String() == "" {
+		if err == nil && slices.Contains(filterFlags, f.Name) && f.Value.String() == "" {
 			err = usagef("--%s is empty: give a name, or leave the flag out", f.Name)
 		}
 	})

@@ -54,7 +54,7 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := noEmptyFilters(fs, "queue", "state", "kind", "group", "tag"); err != nil {
+	if err := noEmptyFilters(fs); err != nil {
 		return err
 	}
 	if *limit < 1 {
@@ -191,7 +191,7 @@ func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := noEmptyFilters(fs, "queue", "kind", "state", "tag", "group"); err != nil {
+	if err := noEmptyFilters(fs); err != nil {
 		return err
 	}
 	f, err := readpast.JobFilter{Queue: *queue, Kind: *kind, State: readpast.JobState(*state), Tag: *tag, Group: *group}.Normalize(action)
