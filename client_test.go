@@ -606,11 +606,18 @@ func TestClientStopWithAnEndedContext(t *testing.T) {
 		if err := c.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "k"}); err != nil {
+		jobs, err := c.Enqueue(context.Background(), readpast.EnqueueParams{Kind: "k"})
+		if err != nil {
 			t.Fatal(err)
 		}
 		<-ran
-		time.Sleep(50 * time.Millisecond) // the handler has returned
+		// The handler has returned once its completion is written; give
+		// its goroutine a moment more to count itself out.
+		waitFor(t, 30*time.Second, "the completion", func() bool {
+			j, err := s.Get(context.Background(), jobs[0].ID)
+			return err == nil && j.State == readpast.StateSucceeded
+		})
+		time.Sleep(50 * time.Millisecond)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := c.Stop(ctx); err != nil {
