@@ -59,8 +59,9 @@ func benchPG(b *testing.B) *postgres.Store {
 
 // BenchmarkDrain pre-inserts -drain.jobs jobs and measures how fast
 // clients with no-op handlers drain them, from start until every
-// completion is written. Reports jobs/s. With -drain.trace, every span
-// is sampled and exported (to nowhere, through a batch processor).
+// completion is written. Reports jobs/s. With -drain.trace, the jobs are
+// enqueued in a trace, and every span is sampled and exported (to
+// nowhere, through a batch processor).
 //
 //	go test -run '^$' -bench Drain -benchtime 3x .
 func BenchmarkDrain(b *testing.B) {
@@ -91,15 +92,26 @@ func benchDrain(b *testing.B, s readpast.Store) {
 		}
 	}
 	var tp *sdktrace.TracerProvider
+	insert := s.Enqueue
 	if *benchTrace {
 		tp = sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithBatcher(dropExporter{}))
 		defer tp.Shutdown(ctx)
+		// Jobs enqueued in a trace, as a traced producer's are: each
+		// attempt reads its job's creation context, and its span is a
+		// child of it and linked to it.
+		tr, err := readpast.NewTracing(tp, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		insert = func(ctx context.Context, jobs []readpast.EnqueueParams) ([]*readpast.Job, error) {
+			return tr.Enqueue(ctx, jobs, s.Enqueue)
+		}
 	}
 	var total time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		for i := 0; i < n; i += 5000 {
-			if _, err := s.Enqueue(ctx, ps[i:min(i+5000, n)]); err != nil {
+			if _, err := insert(ctx, ps[i:min(i+5000, n)]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -626,5 +627,40 @@ func TestClientStopWithAnEndedContext(t *testing.T) {
 		if err := c.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "stopped") {
 			t.Fatalf("Start after Stop: %v, want an error saying the client stopped", err)
 		}
+	}
+}
+
+// TestClientNegativeRetryWaitRetriesAtOnce: a retry policy whose wait
+// overflowed to a negative duration retries at once and keeps the
+// attempt's error. Added as it was, the wait put the retry before 1970,
+// the store refused the failure, and the job sat out its lease with its
+// error lost.
+func TestClientNegativeRetryWaitRetriesAtOnce(t *testing.T) {
+	s := newSQLiteStore(t)
+	overflowed := func(int) time.Duration { return time.Duration(math.MinInt64) }
+	var runs atomic.Int32
+	w := readpast.NewWorkers()
+	w.Handle("flaky", func(ctx context.Context, job *readpast.Job) (any, error) {
+		if runs.Add(1) == 1 {
+			return nil, errors.New("boom")
+		}
+		return nil, nil
+	}, &readpast.HandlerOptions{RetryPolicy: overflowed})
+	c := startClient(t, s, readpast.Config{Workers: w, Lease: time.Hour, PollInterval: 20 * time.Millisecond, RetryPolicy: overflowed})
+	jobs, err := c.Enqueue(context.Background(),
+		readpast.EnqueueParams{Kind: "flaky", MaxAttempts: 3},
+		readpast.EnqueueParams{Kind: "unhandled", MaxAttempts: 2},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		waitFor(t, 10*time.Second, fmt.Sprintf("job %d (%s) to finish", j.ID, j.Kind), func() bool { return stateOf(t, s, j.ID).State.Final() })
+	}
+	if j := stateOf(t, s, jobs[0].ID); j.State != readpast.StateSucceeded || j.Attempt != 2 || len(j.Errors) != 1 || j.Errors[0].Message != "boom" {
+		t.Fatalf("flaky: %s after %d attempts, errors %+v", j.State, j.Attempt, j.Errors)
+	}
+	if j := stateOf(t, s, jobs[1].ID); j.State != readpast.StateFailed || j.Attempt != 2 || len(j.Errors) != 2 {
+		t.Fatalf("unhandled: %s after %d attempts, errors %+v", j.State, j.Attempt, j.Errors)
 	}
 }

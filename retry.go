@@ -6,7 +6,7 @@ import (
 )
 
 // RetryPolicy returns how long to wait before the next attempt, given the
-// attempt that just failed (1-based).
+// attempt that just failed (1-based). A negative wait is taken as none.
 type RetryPolicy func(attempt int) time.Duration
 
 // DefaultRetryPolicy waits 2^(attempt-1) seconds, capped at one hour, with

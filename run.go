@@ -29,7 +29,7 @@ func (p *producer) execute(w *worker, job *Job, claimed time.Time) {
 	if !ok {
 		msg := fmt.Sprintf("no handler registered for kind %q", job.Kind)
 		r.setOutcome(attemptOutcome(job, false), errors.New(msg))
-		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: dbNow(job, claimed).Add(c.cfg.RetryPolicy(job.Attempt))}, r.log())
+		p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: msg, RetryAt: retryAt(job, claimed, c.cfg.RetryPolicy)}, r.log())
 		return
 	}
 	ctx, cancel := w.jobContext()
@@ -154,7 +154,7 @@ func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout tim
 	if errors.As(err, &pe) {
 		stack = pe.Stack
 	}
-	retryAt := time.Time{}
+	retry := time.Time{}
 	var perm *permanentError
 	discard := errors.As(err, &perm)
 	if !discard {
@@ -162,10 +162,18 @@ func (r *run) failed(h handler, claimed time.Time, err, cause error, timeout tim
 		if h.opts.RetryPolicy != nil {
 			policy = h.opts.RetryPolicy
 		}
-		retryAt = dbNow(job, claimed).Add(policy(job.Attempt))
+		retry = retryAt(job, claimed, policy)
 	}
 	r.setOutcome(attemptOutcome(job, discard), err)
-	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retryAt, Discard: discard}, r.log())
+	p.writeFailure(Failure{ID: job.ID, Token: job.Token, Message: err.Error(), Stack: stack, RetryAt: retry, Discard: discard}, r.log())
+}
+
+// retryAt is when job, claimed at claimed, runs again by policy. A
+// negative wait, such as an exponential backoff that overflowed, is taken
+// as none: added as it is, it could put the retry before 1970, which the
+// store refuses, and the attempt's error would be lost.
+func retryAt(job *Job, claimed time.Time, policy RetryPolicy) time.Time {
+	return dbNow(job, claimed).Add(max(policy(job.Attempt), 0))
 }
 
 // writeFailure records a failed attempt, retrying store errors for as

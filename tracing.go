@@ -3,6 +3,7 @@ package readpast
 import (
 	"cmp"
 	"context"
+	"encoding/hex"
 	"strconv"
 	"time"
 
@@ -252,22 +253,68 @@ func (t *Tracing) extract(traceparent, tracestate string) trace.SpanContext {
 	return extractTraceContext(traceparent, tracestate)
 }
 
-// extractTraceContext reads a traceparent and tracestate with the W3C
-// propagator.
+// extractTraceContext reads a traceparent and tracestate as the W3C
+// propagator does. A canonical traceparent of version 00, which is what
+// every stored job holds (Normalize writes that form), is read by
+// parseTraceparent without the context and carrier the propagator's API
+// needs (6 allocations an attempt); anything else goes to the propagator.
 func extractTraceContext(traceparent, tracestate string) trace.SpanContext {
+	if sc, ok := parseTraceparent(traceparent, tracestate); ok {
+		return sc
+	}
 	carrier := &traceCarrier{traceparent: traceparent, tracestate: tracestate}
 	return trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
 }
 
-// injectTraceContext writes sc with the W3C propagator; empty for an
-// invalid sc.
+// traceparentLen is the length of a traceparent of version 00.
+const traceparentLen = 55
+
+// parseTraceparent reads a traceparent of version 00 in its canonical
+// form ("00-" trace id "-" parent id "-" flags, lower-case hex, valid
+// ids, no reserved flags) and the tracestate beside it, giving the span
+// context the W3C propagator would (remote, flags sampled and random
+// only, a tracestate that does not parse dropped); ok is false for any
+// other traceparent, which the caller leaves to the propagator.
+func parseTraceparent(traceparent, tracestate string) (sc trace.SpanContext, ok bool) {
+	tp := traceparent
+	if len(tp) != traceparentLen || tp[:3] != "00-" || tp[35] != '-' || tp[52] != '-' {
+		return sc, false
+	}
+	tid, err := trace.TraceIDFromHex(tp[3:35]) // lower-case hex, not all zero
+	if err != nil {
+		return sc, false
+	}
+	sid, err := trace.SpanIDFromHex(tp[36:52])
+	if err != nil {
+		return sc, false
+	}
+	if tp[53] != '0' || tp[54] < '0' || tp[54] > '3' { // 00 to 03: no reserved bits
+		return sc, false
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(tp[54] - '0'), Remote: true}
+	if tracestate != "" {
+		cfg.TraceState, _ = trace.ParseTraceState(tracestate) // as the propagator: ignored if bad
+	}
+	return trace.NewSpanContext(cfg), true
+}
+
+// injectTraceContext writes sc as the W3C propagator does (a traceparent
+// of version 00 with the sampled and random flags, and the tracestate);
+// empty for an invalid sc. It writes the 55 bytes itself: through the
+// propagator's API, a context and a carrier cost 8 allocations an
+// enqueue, where this costs the string.
 func injectTraceContext(sc trace.SpanContext) (traceparent, tracestate string) {
 	if !sc.IsValid() {
 		return "", ""
 	}
-	var carrier traceCarrier
-	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), &carrier)
-	return carrier.traceparent, carrier.tracestate
+	var b [traceparentLen]byte
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := [1]byte{byte(sc.TraceFlags() & (trace.FlagsSampled | trace.FlagsRandom))}
+	b[0], b[1], b[2], b[35], b[52] = '0', '0', '-', '-', '-'
+	hex.Encode(b[3:35], tid[:])
+	hex.Encode(b[36:52], sid[:])
+	hex.Encode(b[53:55], flags[:])
+	return string(b[:]), sc.TraceState().String()
 }
 
 // traceCarrier carries the two W3C Trace Context fields between a job and
@@ -319,6 +366,11 @@ func normalizeTraceContext(traceparent, tracestate string) (string, string, erro
 		if _, err := trace.ParseTraceState(tracestate); err != nil {
 			return "", "", invalid("tracestate", "is not a W3C tracestate (key=value pairs separated by commas): %v", err)
 		}
+	}
+	if sc, ok := parseTraceparent(traceparent, tracestate); ok {
+		// Canonical already (what a client's own enqueue writes): only a
+		// tracestate may need rewriting.
+		return traceparent, sc.TraceState().String(), nil
 	}
 	sc := extractTraceContext(traceparent, tracestate)
 	if !sc.IsValid() {
