@@ -160,7 +160,8 @@ type EnqueueParams struct {
 	// UniqueFor keeps the key held for this long after the enqueue, even
 	// once the job has finished (succeeded, failed or cancelled), so that
 	// an enqueue retried after a lost answer creates nothing. Zero: the
-	// key is freed when the job finishes. Requires UniqueKey.
+	// key is freed when the job finishes. Otherwise 1s to MaxUniqueFor, as
+	// over HTTP. Requires UniqueKey.
 	UniqueFor time.Duration
 	// Tags label the job for listing (ListParams.Tag) and bulk actions
 	// (JobFilter.Tag): at most MaxTags, each a name like a queue's

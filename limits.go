@@ -42,7 +42,7 @@ type Limit struct {
 	// microseconds, the stores' unit: Normalize rounds it up.
 	Per time.Duration `json:"per,omitempty"`
 	// Burst is how many starts may happen at once after a quiet spell; 0
-	// means Rate (a full period's worth).
+	// means Rate (a full period's worth), at most MaxBurst.
 	Burst int `json:"burst,omitempty"`
 	// Weight is a key's share among the keys that take turns within a
 	// priority: the key starts up to Weight jobs per turn, in one claim

@@ -40,7 +40,7 @@ type ScheduleParams struct {
 	// day-of-month month day-of-week), or six with seconds first, or a
 	// descriptor (@hourly, @daily, @weekly, @monthly, @yearly, @every 5m).
 	// Parsed by github.com/robfig/cron/v3; an @every of less than a
-	// second is refused. Required.
+	// second, or not of whole seconds, is refused. Required.
 	Cron string
 	// TimeZone is the IANA time zone the fields are read in (Europe/Paris).
 	// Defaults to UTC. At a daylight saving change, a tick in the hour
@@ -131,10 +131,17 @@ func ParseCron(expr, tz string) (*CronSchedule, error) {
 		return nil, invalid("cron", "%v", err)
 	}
 	// The parser rounds an @every of less than a second, zero or negative
-	// included, up to a second: a typo would tick every second.
+	// included, up to a second (a typo would tick every second), and cuts
+	// the fraction of a second off a longer one (1500ms would tick every
+	// second).
 	if every, ok := strings.CutPrefix(expr, "@every "); ok {
-		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d < time.Second {
-			return nil, invalid("cron", "@every needs an interval of at least 1s, not %s", strings.TrimSpace(every))
+		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil {
+			switch {
+			case d < time.Second:
+				return nil, invalid("cron", "@every needs an interval of at least 1s, not %s", strings.TrimSpace(every))
+			case d%time.Second != 0:
+				return nil, invalid("cron", "@every takes whole seconds, not %s", strings.TrimSpace(every))
+			}
 		}
 	}
 	c := &CronSchedule{sched: s, loc: loc}

@@ -40,6 +40,8 @@ func TestParseCron(t *testing.T) {
 		"@every 0s":                      "cron", // would tick every second
 		"@every -5m":                     "cron",
 		"@every 1ms":                     "cron",
+		"@every 1500ms":                  "cron", // would tick every second
+		"@every 1m0.5s":                  "cron", // would tick every minute
 		"@every 1000000h":                "cron", // its first tick is past five years: never fires
 	} {
 		_, err := ParseCron(expr, "")

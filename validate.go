@@ -63,8 +63,8 @@ func (p EnqueueParams) Normalize(now time.Time) (EnqueueParams, error) {
 	if err := checkUniqueKey(p.UniqueKey); err != nil {
 		return p, err
 	}
-	if p.UniqueFor < 0 || p.UniqueFor > MaxUniqueFor {
-		return p, invalid("unique_for", "must be between 0 and %s", MaxUniqueFor)
+	if p.UniqueFor != 0 && (p.UniqueFor < time.Second || p.UniqueFor > MaxUniqueFor) {
+		return p, invalid("unique_for", "must be 0 (none) or between 1s and %s", MaxUniqueFor)
 	}
 	if p.UniqueFor > 0 && p.UniqueKey == "" {
 		return p, invalid("unique_for", "needs a unique_key")

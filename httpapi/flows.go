@@ -96,6 +96,9 @@ func decodeFlow(body []byte, now time.Time, maxJobs int) ([]readpast.FlowJob, *a
 				}
 				a.JobID = *e.JobID
 			}
+			if e.Ref == "" && hasKey(rawEdge, "ref") {
+				return nil, fieldError(ep+"ref", "is empty; leave it out to name the parent by job_id")
+			}
 			if e.Policy == "" && hasKey(rawEdge, "policy") {
 				return nil, fieldError(ep+"policy", "is empty; leave it out for %s", readpast.CancelChild)
 			}

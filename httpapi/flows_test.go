@@ -155,6 +155,7 @@ func TestFlowRejectsBadInput(t *testing.T) {
 			{`{"jobs":[{"kind":"b","after":[{"job_id":"1"}]}]}`, 400, CodeInvalidField, "jobs[0].after[0].job_id", ""},
 			{`{"jobs":[{"ref":"a","kind":"a"},{"kind":"b","after":[{"ref":"a","policy":"maybe"}]}]}`, 400, CodeInvalidField, "jobs[1].after[0].policy", ""},
 			{`{"jobs":[{"ref":"a","kind":"a"},{"kind":"b","after":[{"ref":"a","policy":""}]}]}`, 400, CodeInvalidField, "jobs[1].after[0].policy", ""},
+			{`{"jobs":[{"kind":"b","after":[{"job_id":1,"ref":""}]}]}`, 400, CodeInvalidField, "jobs[0].after[0].ref", ""},
 			{`{"jobs":[{"ref":"a","kind":"a"},{"kind":"b","after":[{"ref":"a","when":"x"}]}]}`, 400, CodeInvalidField, "jobs[1].after[0].when", ""},
 			{`{"jobs":[{"ref":"a","kind":"a","after":[{"ref":"b"}]},{"ref":"b","kind":"b","after":[{"ref":"a"}]}]}`, 400, CodeInvalidField, "", "cycle"},
 			{`{"jobs":[{"kind":"a","after":[{"job_id":999999}]}]}`, 404, CodeNotFound, "jobs[0].after[0].job_id", "999999"},

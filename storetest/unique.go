@@ -65,6 +65,7 @@ func testUniqueDuplicate(t *testing.T, h Harness) {
 		{Kind: "uk", UniqueKey: "tab\there"},
 		{Kind: "uk", UniqueFor: time.Hour},
 		{Kind: "uk", UniqueKey: "n", UniqueFor: -time.Second},
+		{Kind: "uk", UniqueKey: "n", UniqueFor: time.Nanosecond}, // as over HTTP: 1s at least
 	} {
 		_, err := s.Enqueue(ctxT(t), []readpast.EnqueueParams{uj("fine"), p})
 		var fe *readpast.FieldError

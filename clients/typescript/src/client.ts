@@ -16,7 +16,7 @@ import {
 } from "./encode.js";
 import { ApiError, NetworkError } from "./errors.js";
 import { fetchSend, nodeSend, onNode, type Send } from "./send.js";
-import { request, type Call, type Transport } from "./transport.js";
+import { bearer, request, type Call, type Transport } from "./transport.js";
 import type {
   Batch,
   BatchBody,
@@ -162,7 +162,7 @@ export class Client {
     this.#transport = {
       url: this.url,
       timeoutMs,
-      token: options.token || undefined,
+      token: bearer(options.token),
       send,
       headers: { ...options.headers },
     };
@@ -423,14 +423,13 @@ export class Client {
 
   // ---- working on jobs -------------------------------------------------
 
-  /**
-   * `POST /v1/claim`: takes up to `limit` jobs of `queues` (default
+  /** `POST /v1/claim`: takes up to `limit` jobs of `queues` (default
    * `["default"]`) for `worker`, each with its claim `token`, held for
    * `lease_seconds` (server default 60) unless heartbeated. With
    * `wait_seconds` the server answers as soon as something is claimable,
    * or with no jobs when the wait ends; the request's timeout grows by the
-   * wait. Aborting the signal while it waits claims nothing.
-   */
+   * wait. Aborting the signal while it waits claims nothing; through
+   * node:http, jobs claimed an instant before still come (release them). */
   async claim(spec: ClaimSpec, opts: RequestOptions = {}): Promise<ClaimedJob[]> {
     const waitMs = (spec.wait_seconds ?? 0) * 1000;
     const res = await this.#request<ClaimResponse>("POST", "/v1/claim", {
@@ -600,3 +599,4 @@ export class Client {
     return this.#request("POST", limitPath(key, "tokens"), { ...opts, body });
   }
 }
+

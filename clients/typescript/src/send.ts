@@ -60,6 +60,7 @@ export function onNode(): boolean {
 // without Node's types, so that it does not depend on them).
 interface NodeSocket {
   on(event: "error", f: (e: unknown) => void): void;
+  end(): void;
 }
 interface NodeIncoming {
   statusCode?: number;
@@ -75,8 +76,11 @@ interface NodeRequest {
   on(event: "response", f: (res: NodeIncoming) => void): void;
   on(event: "socket", f: (s: NodeSocket) => void): void;
   on(event: "error", f: (e: unknown) => void): void;
+  on(event: "finish", f: () => void): void;
   end(body?: Uint8Array): void;
   destroy(e?: unknown): void;
+  /** Whether the socket goes back to the agent once the answer is read. */
+  shouldKeepAlive: boolean;
 }
 interface NodeHttp {
   Agent: new (opts: { keepAlive: boolean; timeout: number }) => unknown;
@@ -89,6 +93,10 @@ interface NodeHttp {
  * on a connection the server is closing. A socket timeout of Node's agent
  * closes only idle sockets: a long-poll claim held longer is not cut. */
 const IDLE_MS = 4_000;
+
+/** How long a request aborted after it was sent waits, its sending side
+ * closed, for an answer already on its way (see once). */
+const HALF_CLOSED_MS = 3_000;
 
 /** The most redirects followed, as fetch does. */
 const MAX_REDIRECTS = 20;
@@ -192,23 +200,50 @@ function once(
       headers,
       agent: secure ? mods.agents.https : mods.agents.http,
     });
+    let socket: NodeSocket | undefined;
     req.on("socket", (s) => {
+      socket = s;
       if (!guarded.has(s)) {
         guarded.add(s);
         s.on("error", () => {});
       }
     });
-    // Until the answer's headers are in, an abort rejects the request;
-    // after, it ends the body's reading.
-    let fail = (e: unknown): void => reject(e);
+    let sent = false; // the request is written whole: the server may act on it
+    req.on("finish", () => (sent = true));
+    // An abort before the request was sent, or once the answer's headers
+    // are in (ending the body's reading), destroys the request. One after
+    // it was sent closes only the connection's sending side: the server
+    // sees the client go and acts on nothing more (a long-poll claim
+    // claims nothing), but an answer it had already sent (jobs it had
+    // claimed) still arrives, and is the request's answer; destroyed, it
+    // would be dropped, and its jobs would run for no one until their
+    // lease ran out. The connection is not kept for reuse, and is
+    // destroyed if no answer comes within HALF_CLOSED_MS.
+    let answered = false;
+    let giveUp: ReturnType<typeof setTimeout> | undefined;
+    let fail = (e: unknown): void => {
+      clearTimeout(giveUp);
+      reject(e);
+    };
     const onAbort = (): void => {
       const reason: unknown = signal.reason;
-      req.destroy(reason);
-      fail(reason);
+      if (answered || !sent || socket === undefined) {
+        req.destroy(reason);
+        fail(reason);
+        return;
+      }
+      req.shouldKeepAlive = false;
+      socket.end();
+      giveUp = setTimeout(() => {
+        req.destroy(reason);
+        fail(reason);
+      }, HALF_CLOSED_MS);
     };
     signal.addEventListener("abort", onAbort, { once: true });
     req.on("error", (e) => fail(e));
     req.on("response", (res) => {
+      answered = true;
+      clearTimeout(giveUp);
       res.setEncoding("utf8");
       let text = "";
       let ended = false;

@@ -26,7 +26,10 @@ export interface Call {
   headers?: Record<string, string> | undefined;
   /** Aborts the request while no answer came; it then rejects with the
    * signal's reason. Once the answer's headers are in, its body is read
-   * (within the timeout) whatever the signal does: the server has acted. */
+   * (within the timeout) whatever the signal does: the server has acted.
+   * Through node:http, an abort after the request was sent closes the
+   * connection's sending side and waits a moment for an answer already
+   * on its way, which is then the request's answer. */
   signal?: AbortSignal | undefined;
   /** Overrides the transport's timeoutMs. */
   timeoutMs?: number | undefined;
@@ -58,6 +61,13 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     headers["Content-Type"] = "application/json";
   }
   if (tr.token) headers["Authorization"] = "Bearer " + tr.token;
+  for (const [k, v] of Object.entries(headers)) {
+    // What fetch and node:http would refuse as they send, and report as a
+    // failure of the network: a header value is bytes, without line breaks.
+    if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(String(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""))) {
+      throw new TypeError(`${method} ${path}: the ${k} header holds a character no HTTP header can carry`);
+    }
+  }
 
   const outer = call.signal;
   outer?.throwIfAborted();
@@ -101,6 +111,10 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     } catch (e) {
       throw failed(e, "reading the answer");
     }
+    // An answer that came after the caller's abort counts only if it
+    // carries something (a claim's jobs): the server's empty answer to a
+    // client it saw go is the abort's.
+    if (aborted && (res.status < 200 || res.status > 299 || text === "")) throw outer?.reason;
     if (res.status < 200 || res.status > 299) throw errorOf(res, text);
     if (res.status === 204 || text === "") return undefined as T;
     try {
@@ -158,4 +172,16 @@ function describe(e: unknown): string {
     return `${e.message}${c}`;
   }
   return String(e);
+}
+
+/** The token as sent: without leading or trailing whitespace (a token read
+ * from a file keeps its newline); one of other than printable ASCII is
+ * refused, without showing it. */
+export function bearer(token: string | undefined): string | undefined {
+  if (!token) return undefined;
+  const t = token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
+  if (!/^[\x21-\x7e]+$/.test(t)) {
+    throw new TypeError("options.token must be printable ASCII without spaces (the token is not shown)");
+  }
+  return t;
 }

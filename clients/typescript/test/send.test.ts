@@ -168,3 +168,24 @@ describe("transport through node:http", () => {
   });
 });
 
+
+describe("header values no HTTP header can carry", () => {
+  test("are refused before anything is sent, naming the header but not the token", async () => {
+    let seen = 0;
+    const s = await stub((req, _body, res) => {
+      seen++;
+      res.setHeader("Content-Type", "application/json");
+      res.end(JSON.stringify({ auth: req.headers.authorization }));
+    });
+    // A token read from a file keeps its newline: sent without it.
+    const c = new Client(s.url, { token: "t0k3n-t0k3n-t0k3n\n" });
+    assert.deepEqual(await c.stats(), { auth: "Bearer t0k3n-t0k3n-t0k3n" });
+    for (const token of ["t0k3n-ключ-t0k3n", "t0k3n t0k3n", "t0k3n\r\nX-Evil: 1"]) {
+      assert.throws(() => new Client(s.url, { token }), (e: unknown) => e instanceof TypeError && !e.message.includes("t0k3n"));
+    }
+    for (const key of ["ключ", "a\r\nX-Evil: 1"]) {
+      await assert.rejects(c.enqueue({ kind: "k" }, { idempotencyKey: key }), (e: unknown) => e instanceof TypeError && e.message.includes("Idempotency-Key"));
+    }
+    assert.equal(seen, 1, "only the first request was sent");
+  });
+});

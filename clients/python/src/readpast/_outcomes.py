@@ -92,6 +92,14 @@ class _Outcomes:
     def _beat(self, run: _Run) -> bool:
         """Extends the lease; False when the claim is gone (the handler's
         context is then cancelled and its outcome dropped)."""
+        code = self._renew(run)
+        if code is not None:
+            self._lost(run, code)
+        return code is None
+
+    def _renew(self, run: _Run) -> Optional[str]:
+        """Extends the lease; the error's code when the claim is gone, None
+        when it was extended or the heartbeat got no answer."""
         job = run.job
         started = time.monotonic()
         # Within about an interval: a heartbeat with no answer must not
@@ -100,16 +108,20 @@ class _Outcomes:
         try:
             self.client.heartbeat(job.id, job.token or "", self.lease_seconds, timeout=wait)
             run.lease_end = started + self.lease_seconds
-            return True
+            return None
         except (ConflictError, NotFoundError) as e:
-            run.ctx._cancel("the job's claim was lost: %s" % e.code)
-            self._count("lost")
-            self.log.warning("worker %s: job %d: claim lost (%s); its outcome will be dropped",
-                             self.name, job.id, e.code)
-            return False
+            return e.code
         except ReadpastError as e:
             self.log.warning("worker %s: job %d: heartbeat: %s", self.name, job.id, e)
-            return True
+            return None
+
+    def _lost(self, run: _Run, code: str) -> None:
+        """The claim of run is gone: its handler's context is cancelled and
+        its outcome dropped."""
+        run.ctx._cancel("the job's claim was lost: %s" % code)
+        self._count("lost")
+        self.log.warning("worker %s: job %d: claim lost (%s); its outcome will be dropped",
+                         self.name, run.job.id, code)
 
     def _timed_out(self, run: _Run, timeout: float) -> None:
         run.ctx._cancel("the handler timed out")

@@ -25,6 +25,29 @@ CONNECT_TIMEOUT = 5.0
 _T = TypeVar("_T", bound="Transport")
 
 
+def _encode(body: Any) -> bytes:
+    """body as JSON in UTF-8, non-ASCII characters as themselves (escaped,
+    each would take 6 to 12 bytes of the server's body limit). A string
+    with a lone surrogate, which UTF-8 cannot carry, goes escaped, for the
+    server to refuse naming its field."""
+    try:
+        return json.dumps(body, allow_nan=False, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def _bearer(token: Optional[str]) -> Optional[str]:
+    """The token as sent: without leading or trailing whitespace (a token
+    read from a file keeps its newline), as the TypeScript client does;
+    one of other than printable ASCII is refused, without showing it."""
+    if not token:
+        return None
+    t = token.strip(" \t\r\n")
+    if not t or any(not ("!" <= ch <= "~") for ch in t):
+        raise ValueError("token must be printable ASCII without spaces (the token is not shown)")
+    return t
+
+
 class Transport:
     """What every call of the Client goes through (see Client)."""
 
@@ -46,7 +69,7 @@ class Transport:
             raise ValueError("timeout must be positive")
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
-        self._token = token or None
+        self._token = _bearer(token)
         self._ssl_context = ssl_context
         self._user_agent = user_agent or "readpast-python/%s" % __version__
         self._path = parts.path.rstrip("/")
@@ -87,7 +110,7 @@ class Transport:
         data = None
         if body is not _NO_BODY:
             try:
-                data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
+                data = _encode(body)
             except ValueError as e:  # NaN or infinity
                 raise ValueError("request body is not JSON: %s" % e) from None
         hdrs = {"Accept": "application/json", "User-Agent": self._user_agent}

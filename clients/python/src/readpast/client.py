@@ -369,6 +369,8 @@ class Client(BatchCalls):
             parent_results=True if parent_results else None,
         )
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook)
+        if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
+            return []
         return [Job.from_json(j) for j in d["jobs"]]
 
     def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,

@@ -7,6 +7,7 @@ import os
 import queue
 import random
 import signal
+import ssl
 import socket
 import threading
 import time
@@ -170,6 +171,7 @@ class Worker(_Outcomes):
         self._completer = Completer(client)
         self._fatal: Optional[BaseException] = None
         self._running = False
+        self._ran = False  # a run has ended: the next one starts afresh
         self.counts: Dict[str, int] = {
             k: 0 for k in ("claimed", "succeeded", "failed", "snoozed", "cancelled", "discarded",
                            "released", "timed_out", "lost")
@@ -207,6 +209,12 @@ class Worker(_Outcomes):
         with self._cond:
             if self._running:
                 raise RuntimeError("this worker is running already")
+            if self._ran:  # run again after a stop, as the TypeScript Worker can
+                self._ran = False
+                self._stopping.clear()
+                self._stop_deadline = None
+                self._signals = 0
+                self._fatal = None
             self._running = True
         previous: Dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
@@ -231,6 +239,7 @@ class Worker(_Outcomes):
                 signal.signal(sig, h)
             with self._cond:
                 self._running = False
+                self._ran = True
         if self._fatal is not None:
             raise self._fatal
 
@@ -275,19 +284,26 @@ class Worker(_Outcomes):
         self._abort_claim(blocking=False)
 
     def _abort_claim(self, blocking: bool = True) -> None:
-        """Ends the claim's long poll by shutting its socket: the server
-        claims nothing for a client that went away while waiting. Only
-        while the claim waits for its answer: once the answer has begun the
-        transport lets go of the connection (it may be reused meanwhile, and
-        the answer holds claimed jobs). The signal handler passes
-        blocking=False: it must not wait for a lock its own thread holds."""
+        """Ends the claim's long poll by closing the sending side of its
+        socket: the server sees the client go, claims nothing more for it,
+        and releases what it claimed but had not answered yet. The socket
+        stays open for reading, so that an answer the server had already
+        sent (jobs claimed an instant before) still arrives, and its jobs
+        are released unrun (_release_unstarted); shut for reading too, the
+        answer would be dropped and its jobs left running for no one until
+        their lease ran out. A TLS socket cannot be half-closed, and is shut
+        both ways. Only while the claim waits for its answer: once the
+        answer has begun the transport lets go of the connection (it may be
+        reused meanwhile). The signal handler passes blocking=False: it
+        must not wait for a lock its own thread holds."""
         if not self._conn_lock.acquire(blocking):
             return  # run() stops the worker, and aborts, within _POLL
         try:
             sock = getattr(self._conn, "sock", None)
             if sock is not None:
+                how = socket.SHUT_RDWR if isinstance(sock, ssl.SSLSocket) else socket.SHUT_WR
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(how)
                 except OSError:
                     pass
         finally:
@@ -504,8 +520,13 @@ class Worker(_Outcomes):
         started = time.monotonic()
         renewed = run.lease_end
         try:
-            if not run.decided and not self._beat(run) and run.decide():
-                self._end(run)  # the claim is gone: its outcome is dropped
+            # The claim is gone: its outcome is dropped, unless the handler
+            # has decided it first, whose outcome then meets the stale token
+            # (and counts the loss) instead.
+            code = None if run.decided else self._renew(run)
+            if code is not None and run.decide():
+                self._lost(run, code)
+                self._end(run)
         finally:
             with self._cond:
                 run.beating = False
