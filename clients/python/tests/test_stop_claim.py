@@ -35,6 +35,7 @@ class HoldingProxy:
         self.url = "http://127.0.0.1:%d" % self.ln.getsockname()[1]
         self.cond = threading.Condition()
         self.holding = False
+        self.hold_eof = False  # keep the server's end from the client
         self.held: List[bytes] = []
         self.sent = 0  # bytes the client sent
         self.socks: List[socket.socket] = []
@@ -78,6 +79,9 @@ class HoldingProxy:
                     while self.holding:  # the server is done: wait for release
                         self.cond.wait()
                 if not b:
+                    with self.cond:
+                        while self.hold_eof:
+                            self.cond.wait()
                     c.shutdown(socket.SHUT_WR)
                     return
                 c.sendall(b)
@@ -100,6 +104,7 @@ class HoldingProxy:
                         pass
             self.held = []
             self.holding = False
+            self.hold_eof = False
             self.cond.notify_all()
 
     def wait_held(self, timeout: float = 15.0) -> None:
@@ -166,12 +171,17 @@ class StopWhileTheClaimIsAnswered(unittest.TestCase):
         with proxy.cond:
             proxy.cond.wait_for(lambda: proxy.sent > 0, 15)
         time.sleep(0.2)  # the server waits for a job
+        with proxy.cond:
+            proxy.hold_eof = True  # the server's close of the connection comes late
         began = time.monotonic()
         w.stop()
         t.join(15)
         self.assertFalse(t.is_alive(), "the worker did not stop")
         self.assertLess(time.monotonic() - began, 5, "the long poll held the stop up")
         self.assertEqual(errors, [])
+        # The half-closed connection is not reused for the next call.
+        via.enqueue("k", queue=unique("after"))
+        proxy.release()
 
     def test_a_stopped_worker_runs_again(self) -> None:
         c = support.client()
@@ -182,6 +192,10 @@ class StopWhileTheClaimIsAnswered(unittest.TestCase):
         w.stop()
         t.join(15)
         self.assertFalse(t.is_alive(), "the worker did not stop")
+        w.stop()  # between runs: applies to the next one
+        t = w.start()
+        t.join(15)
+        self.assertFalse(t.is_alive(), "a stop between runs was lost")
         job = c.enqueue("k", queue=queue)
         t = w.start()
         self.addCleanup(lambda: (w.stop(0), t.join(10)))

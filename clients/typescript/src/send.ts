@@ -95,8 +95,14 @@ interface NodeHttp {
 const IDLE_MS = 4_000;
 
 /** How long a request aborted after it was sent waits, its sending side
- * closed, for an answer already on its way (see once). */
+ * closed, for an answer already on its way to end (see once). */
 const HALF_CLOSED_MS = 3_000;
+
+/** The reason a transport's timeout aborts a request with: a timed-out
+ * request is destroyed, not half-closed, so that it ends when its time
+ * is up (a heartbeat's, say) and never takes the server's empty answer
+ * to a client that went away for a success. */
+export const TIMED_OUT: unique symbol = Symbol("readpast: timed out");
 
 /** The most redirects followed, as fetch does. */
 const MAX_REDIRECTS = 20;
@@ -210,15 +216,16 @@ function once(
     });
     let sent = false; // the request is written whole: the server may act on it
     req.on("finish", () => (sent = true));
-    // An abort before the request was sent, or once the answer's headers
-    // are in (ending the body's reading), destroys the request. One after
-    // it was sent closes only the connection's sending side: the server
-    // sees the client go and acts on nothing more (a long-poll claim
-    // claims nothing), but an answer it had already sent (jobs it had
-    // claimed) still arrives, and is the request's answer; destroyed, it
-    // would be dropped, and its jobs would run for no one until their
-    // lease ran out. The connection is not kept for reuse, and is
-    // destroyed if no answer comes within HALF_CLOSED_MS.
+    // An abort before the request was sent, once the answer's headers are
+    // in (ending the body's reading), or for a timeout (TIMED_OUT),
+    // destroys the request. The caller's abort after it was sent closes
+    // only the connection's sending side: the server sees the client go
+    // and acts on nothing more (a long-poll claim claims nothing), but an
+    // answer it had already sent (jobs it had claimed) still arrives, and
+    // is the request's answer; destroyed, it would be dropped, and its
+    // jobs would run for no one until their lease ran out. The connection
+    // is not kept for reuse, and is destroyed if the answer has not ended
+    // within HALF_CLOSED_MS.
     let answered = false;
     let giveUp: ReturnType<typeof setTimeout> | undefined;
     let fail = (e: unknown): void => {
@@ -227,7 +234,7 @@ function once(
     };
     const onAbort = (): void => {
       const reason: unknown = signal.reason;
-      if (answered || !sent || socket === undefined) {
+      if (answered || !sent || socket === undefined || reason === TIMED_OUT) {
         req.destroy(reason);
         fail(reason);
         return;
@@ -243,7 +250,6 @@ function once(
     req.on("error", (e) => fail(e));
     req.on("response", (res) => {
       answered = true;
-      clearTimeout(giveUp);
       res.setEncoding("utf8");
       let text = "";
       let ended = false;
@@ -261,6 +267,7 @@ function once(
       res.on("data", (chunk) => (text += chunk));
       res.on("end", () => {
         ended = true;
+        clearTimeout(giveUp);
         signal.removeEventListener("abort", onAbort);
         settle();
       });

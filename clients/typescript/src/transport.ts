@@ -2,7 +2,7 @@
 // abort, and the answer as JSON or as the ApiError of its error code.
 
 import { NetworkError, RequestTimeoutError, errorFromResponse, type ApiError } from "./errors.js";
-import type { Answer, Send } from "./send.js";
+import { TIMED_OUT, type Answer, type Send } from "./send.js";
 import type { ErrorBody } from "./types.js";
 
 /** Where and how a client sends its requests. */
@@ -76,7 +76,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
   const timeoutMs = call.timeoutMs ?? tr.timeoutMs;
   const timer = setTimeout(() => {
     timedOut = true;
-    ctrl.abort();
+    ctrl.abort(TIMED_OUT);
   }, timeoutMs);
   // The caller's abort ends the wait for the answer's headers only.
   let answered = false;

@@ -142,7 +142,7 @@ class Transport:
             status = resp.status
             raw = resp.read()
             retry_after = resp.getheader("Retry-After")
-            reuse = not resp.will_close
+            reuse = not resp.will_close and not getattr(conn, "readpast_shut", False)
         except (OSError, http.client.HTTPException, socket.timeout) as e:
             if hook is not None:
                 hook(None)

@@ -171,7 +171,6 @@ class Worker(_Outcomes):
         self._completer = Completer(client)
         self._fatal: Optional[BaseException] = None
         self._running = False
-        self._ran = False  # a run has ended: the next one starts afresh
         self.counts: Dict[str, int] = {
             k: 0 for k in ("claimed", "succeeded", "failed", "snoozed", "cancelled", "discarded",
                            "released", "timed_out", "lost")
@@ -209,12 +208,6 @@ class Worker(_Outcomes):
         with self._cond:
             if self._running:
                 raise RuntimeError("this worker is running already")
-            if self._ran:  # run again after a stop, as the TypeScript Worker can
-                self._ran = False
-                self._stopping.clear()
-                self._stop_deadline = None
-                self._signals = 0
-                self._fatal = None
             self._running = True
         previous: Dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
@@ -238,10 +231,15 @@ class Worker(_Outcomes):
             for sig, h in previous.items():
                 signal.signal(sig, h)
             with self._cond:
+                # Ready to run again, as the TypeScript Worker is: a stop
+                # from now on applies to the next run.
                 self._running = False
-                self._ran = True
-        if self._fatal is not None:
-            raise self._fatal
+                self._stopping.clear()
+                self._stop_deadline = None
+                self._signals = 0
+        fatal, self._fatal = self._fatal, None
+        if fatal is not None:
+            raise fatal
 
     def start(self) -> threading.Thread:
         """Runs :meth:`run` in a background thread (no signal handlers) and
@@ -306,6 +304,9 @@ class Worker(_Outcomes):
                     sock.shutdown(how)
                 except OSError:
                     pass
+                # Never back into the pool: the server answers a client it
+                # saw go without saying it closes (Transport._request).
+                self._conn.readpast_shut = True
         finally:
             self._conn_lock.release()
 
