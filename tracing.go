@@ -362,22 +362,24 @@ func normalizeTraceContext(traceparent, tracestate string) (string, string, erro
 	case len(tracestate) > MaxTracestateLen:
 		return "", "", invalid("tracestate", "longer than %d bytes", MaxTracestateLen)
 	}
+	var ts trace.TraceState
 	if tracestate != "" {
-		if _, err := trace.ParseTraceState(tracestate); err != nil {
+		var err error
+		if ts, err = trace.ParseTraceState(tracestate); err != nil {
 			return "", "", invalid("tracestate", "is not a W3C tracestate (key=value pairs separated by commas): %v", err)
 		}
 	}
-	if sc, ok := parseTraceparent(traceparent, tracestate); ok {
+	if _, ok := parseTraceparent(traceparent, ""); ok {
 		// Canonical already (what a client's own enqueue writes): only a
-		// tracestate may need rewriting.
-		return traceparent, sc.TraceState().String(), nil
+		// tracestate may need rewriting, in the form it was just parsed to.
+		return traceparent, ts.String(), nil
 	}
 	sc := extractTraceContext(traceparent, tracestate)
 	if !sc.IsValid() {
 		return "", "", invalid("traceparent", "is not a W3C traceparent (version-trace_id-parent_id-flags: 2, 32, 16 and 2 lower-case hex digits, the IDs not all zero)")
 	}
-	tp, ts := injectTraceContext(sc)
-	return tp, ts, nil
+	tp, state := injectTraceContext(sc)
+	return tp, state, nil
 }
 
 // failSpan records err on span and marks it failed.

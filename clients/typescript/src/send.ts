@@ -147,7 +147,7 @@ const encoder = new TextEncoder();
 
 /** A header value as fetch sends it: a string, without leading or
  * trailing HTTP whitespace (a token read from a file keeps its newline). */
-function headerValue(v: unknown): string {
+export function headerValue(v: unknown): string {
   return String(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
 }
 

@@ -2,7 +2,7 @@
 // abort, and the answer as JSON or as the ApiError of its error code.
 
 import { NetworkError, RequestTimeoutError, errorFromResponse, type ApiError } from "./errors.js";
-import { TIMED_OUT, type Answer, type Send } from "./send.js";
+import { TIMED_OUT, headerValue, type Answer, type Send } from "./send.js";
 import type { ErrorBody } from "./types.js";
 
 /** Where and how a client sends its requests. */
@@ -64,7 +64,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
   for (const [k, v] of Object.entries(headers)) {
     // What fetch and node:http would refuse as they send, and report as a
     // failure of the network: a header value is bytes, without line breaks.
-    if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(String(v).replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""))) {
+    if (!/^[\t\x20-\x7e\x80-\xff]*$/.test(headerValue(v))) {
       throw new TypeError(`${method} ${path}: the ${k} header holds a character no HTTP header can carry`);
     }
   }
@@ -179,7 +179,7 @@ function describe(e: unknown): string {
  * refused, without showing it. */
 export function bearer(token: string | undefined): string | undefined {
   if (!token) return undefined;
-  const t = token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
+  const t = headerValue(token);
   if (!/^[\x21-\x7e]+$/.test(t)) {
     throw new TypeError("options.token must be printable ASCII without spaces (the token is not shown)");
   }
