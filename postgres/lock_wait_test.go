@@ -3,10 +3,12 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/readpast/readpast"
 	"github.com/readpast/readpast/postgres"
@@ -21,7 +23,7 @@ import (
 // point, once, and check what the statement does with it.
 
 // rowWaitFunction is a readpast_stall that, the first time a statement
-// passes place, waits for the row readpast_test_rowwait.gate (id 1)
+// passes place (the first readpast.rowwait_times times, when set), waits for the row readpast_test_rowwait.gate (id 1)
 // FOR UPDATE: a wait for the transaction holding that row, under the
 // statement's own lock_timeout, like the one PostgreSQL makes. Before
 // that it takes the advisory lock hashtext(place) shared, with no
@@ -37,17 +39,20 @@ CREATE FUNCTION readpast_test_rowwait.readpast_stall(place text, at_row anyeleme
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     IF place = current_setting('readpast.rowwait', true) THEN
-        IF nextval('readpast_test_rowwait.met') = 1 THEN
-            DECLARE
-                timeout text := current_setting('lock_timeout');
-            BEGIN
+        DECLARE
+            n bigint := nextval('readpast_test_rowwait.met');
+            timeout text := current_setting('lock_timeout');
+        BEGIN
+            IF n = 1 THEN
                 PERFORM set_config('lock_timeout', '0', true);
                 PERFORM pg_advisory_lock_shared(hashtext(place));
                 PERFORM pg_advisory_unlock_shared(hashtext(place));
                 PERFORM set_config('lock_timeout', timeout, true);
-            END;
-            PERFORM 1 FROM readpast_test_rowwait.gate WHERE id = 1 FOR UPDATE;
-        END IF;
+            END IF;
+            IF n <= coalesce(nullif(current_setting('readpast.rowwait_times', true), ''), '1')::bigint THEN
+                PERFORM 1 FROM readpast_test_rowwait.gate WHERE id = 1 FOR UPDATE;
+            END IF;
+        END;
     END IF;
     RETURN true;
 END $$`
@@ -64,12 +69,20 @@ type rowWait struct {
 
 func newRowWait(t *testing.T, base *postgres.Store, place string) *rowWait {
 	t.Helper()
+	return newRowWaits(t, base, place, 1)
+}
+
+// newRowWaits is newRowWait whose statements wait for the gate row the
+// first times times they pass place.
+func newRowWaits(t *testing.T, base *postgres.Store, place string, times int) *rowWait {
+	t.Helper()
 	ctx := context.Background()
 	if _, err := base.Pool().Exec(ctx, rowWaitFunction); err != nil {
 		t.Fatal(err)
 	}
 	store := openWith(t, base.Pool().Config().ConnString(), "", map[string]string{
 		"search_path": "readpast_test_rowwait,public", "readpast.rowwait": place,
+		"readpast.rowwait_times": fmt.Sprint(times),
 	})
 	t.Cleanup(func() { store.Close() })
 	return &rowWait{t: t, place: place, base: base, store: store}
@@ -165,6 +178,66 @@ func TestClaimEndsALockWaitInItsStatement(t *testing.T) {
 		t.Fatalf("the claim passed its stall point %d times, want the wait and then another try", n)
 	}
 	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkGroups(t, s)
+}
+
+// TestClaimTriesAgainThroughABusySpell: a claim that meets a wait for a
+// held row on seven tries running (claim.group_heads), as claims on key
+// rows replaced often can on a loaded machine, goes on trying after short
+// pauses and returns its job, without an error, while the holder stays.
+// Five tries running, the claim returned the lock timeout.
+func TestClaimTriesAgainThroughABusySpell(t *testing.T) {
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	keyJobs(t, s, "a", "qa", 2)
+	rw := newRowWaits(t, s, "claim.group_heads", 7)
+	tx := rw.hold()
+	got := claimWithin(t, "a claim meeting a held row seven times", withinAtLeast, rw.store, claimQ("w", 1, "qa"))
+	if len(got) != 1 || *got[0].Group != "a" {
+		t.Fatalf("the claim took %d jobs, want a's first", len(got))
+	}
+	if n := rw.met(); n != 8 {
+		t.Fatalf("the claim passed its stall point %d times, want 7 waits and then a try", n)
+	}
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkGroups(t, s)
+}
+
+// TestClaimGivesABusySpellUp: a claim that meets a wait on every try
+// returns the lock timeout once its tries have run for half a second,
+// having claimed nothing.
+func TestClaimGivesABusySpellUp(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	t.Cleanup(func() { s.Close() }) // after the cleanups below end what a wait holds
+	keyJobs(t, s, "a", "qa", 2)
+	rw := newRowWaits(t, s, "claim.group_heads", 1_000_000)
+	tx := rw.hold()
+	var got []*readpast.Job
+	done := async(func() (err error) {
+		got, err = rw.store.Claim(ctx, claimQ("w", 1, "qa"))
+		return err
+	})
+	select {
+	case err := <-done:
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			t.Errorf("the claim returned %v, want the lock timeout (55P03)", err)
+		}
+	case <-time.After(withinAtLeast):
+		t.Fatalf("a claim meeting a held row on every try did not return within %v", withinAtLeast)
+	}
+	if len(got) != 0 {
+		t.Errorf("the claim took %d jobs, want none", len(got))
+	}
+	if n := rw.met(); n <= 5 {
+		t.Errorf("the claim passed its stall point %d times, want more than its 5 tries at once", n)
+	}
+	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	checkGroups(t, s)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,9 +21,18 @@ import (
 // lock_timeout (sql/routines/claim.sql) bounds a claim's.
 const lockWaitTimeout = "10ms"
 
-// lockWaitTries bounds the tries of one call whose statement ended a lock
-// wait (lockWaitEnded) and is tried again.
-const lockWaitTries = 5
+// lockWaitTries is how many tries of one call whose statement ended a lock
+// wait (lockWaitEnded) follow each other at once. Where key rows are
+// replaced often and the machine is loaded, a holder descheduled for more
+// than lockWaitTimeout can end a few tries running; the call then tries
+// again after a pause, from lockWaitPause up to lockWaitPauseMax, while it
+// has run for less than lockWaitBudget.
+const (
+	lockWaitTries    = 5
+	lockWaitPause    = time.Millisecond
+	lockWaitPauseMax = 16 * time.Millisecond
+	lockWaitBudget   = 500 * time.Millisecond
+)
 
 var setLockTimeoutSQL = mustStatement("set_lock_timeout")
 
@@ -40,15 +50,32 @@ func lockWaitEnded(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }
 
-// retryLockWait runs f, and again at once, from a newer snapshot, while it
-// ends a lock wait (lockWaitEnded), up to lockWaitTries in all and while
-// ctx lasts. It returns f's last error.
+// retryLockWait runs f, and again from a newer snapshot while it ends a
+// lock wait (lockWaitEnded) and ctx lasts: lockWaitTries times at once,
+// then after pauses that double from lockWaitPause to lockWaitPauseMax,
+// while less than lockWaitBudget has passed since the first try. It
+// returns f's last error.
 func retryLockWait(ctx context.Context, f func() error) error {
-	var err error
-	for try := 1; try <= lockWaitTries; try++ {
-		if err = f(); !lockWaitEnded(err) || ctx.Err() != nil {
-			break
+	began := time.Now()
+	pause := lockWaitPause
+	for try := 1; ; try++ {
+		err := f()
+		if !lockWaitEnded(err) || ctx.Err() != nil {
+			return err
 		}
+		if try < lockWaitTries {
+			continue
+		}
+		if time.Since(began)+pause > lockWaitBudget {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, lockWaitPauseMax)
 	}
-	return err
 }
