@@ -16,7 +16,7 @@ import {
 } from "./encode.js";
 import { ApiError, NetworkError } from "./errors.js";
 import { fetchSend, nodeSend, onNode, type Send } from "./send.js";
-import { bearer, request, type Call, type Transport } from "./transport.js";
+import { bearer, checkBaseURL, request, type Call, type Transport } from "./transport.js";
 import type {
   Batch,
   BatchBody,
@@ -130,18 +130,7 @@ export class Client {
   readonly #transport: Transport;
 
   constructor(url: string, options: ClientOptions = {}) {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new TypeError(`url must be an http:// or https:// URL, not ${JSON.stringify(url)}`);
-    }
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
-      throw new TypeError(`url must be an http:// or https:// URL, not ${JSON.stringify(url)}`);
-    }
-    if (parsed.search || parsed.hash) {
-      throw new TypeError(`url must not have a query or fragment: ${JSON.stringify(url)}`);
-    }
+    checkBaseURL(url);
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) {
       throw new RangeError("timeoutMs must be a positive number");

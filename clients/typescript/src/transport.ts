@@ -16,6 +16,23 @@ export interface Transport {
   headers: Record<string, string>;
 }
 
+/** Throws a TypeError unless url is an http:// or https:// URL without a
+ * query or fragment: a server's base URL. */
+export function checkBaseURL(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`url must be an http:// or https:// URL, not ${JSON.stringify(url)}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    throw new TypeError(`url must be an http:// or https:// URL, not ${JSON.stringify(url)}`);
+  }
+  if (parsed.search || parsed.hash) {
+    throw new TypeError(`url must not have a query or fragment: ${JSON.stringify(url)}`);
+  }
+}
+
 /** A query string's parameters; undefined ones are left out. */
 export type Query = Record<string, string | number | boolean | undefined>;
 
