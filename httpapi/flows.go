@@ -218,17 +218,23 @@ func (s *server) flowError(err error, flow []readpast.FlowJob) *apiError {
 	if !errors.As(err, &pe) {
 		return s.storeError(err)
 	}
-	field := "jobs"
-	for i, fj := range flow {
-		if k := slices.IndexFunc(fj.After, func(a readpast.After) bool { return a.JobID == pe.ID }); k >= 0 {
-			field = fmt.Sprintf("jobs[%d].after[%d].job_id", i, k)
-			break
-		}
-	}
+	field := ParentField(flow, pe.ID)
 	if pe.State == "" {
 		return &apiError{Status: http.StatusNotFound, Code: CodeNotFound, Field: field,
 			Message: fmt.Sprintf("parent job %d not found; nothing was enqueued", pe.ID)}
 	}
 	return &apiError{Status: http.StatusConflict, Code: CodeInvalidState, Field: field,
 		Message: fmt.Sprintf("parent job %d is %s already: a job can only run after a blocked, pending or running job; nothing was enqueued", pe.ID, pe.State)}
+}
+
+// ParentField names the first edge of flow that names job id as its
+// parent ("jobs[i].after[k].job_id"), or "jobs" when none does: the field
+// of a *readpast.ParentError.
+func ParentField(flow []readpast.FlowJob, id int64) string {
+	for i, fj := range flow {
+		if k := slices.IndexFunc(fj.After, func(a readpast.After) bool { return a.JobID == id }); k >= 0 {
+			return fmt.Sprintf("jobs[%d].after[%d].job_id", i, k)
+		}
+	}
+	return "jobs"
 }

@@ -143,6 +143,9 @@ func enqueueFlow(ctx context.Context, b backend, body []byte) ([]httpapi.Job, er
 		ctx, cancel := context.WithTimeout(ctx, b.timeout)
 		defer cancel()
 		jobs, err := fs.EnqueueFlow(ctx, flow)
+		if pe := (*readpast.ParentError)(nil); errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: %w; nothing was enqueued", httpapi.ParentField(flow, pe.ID), pe)
+		}
 		if err != nil {
 			return nil, err
 		}

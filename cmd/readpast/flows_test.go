@@ -117,14 +117,15 @@ func TestFlowsEnqueueCLI(t *testing.T) {
 			if out := cli(`{"jobs":[{"kind":"a","after":[{"ref":"nope"}]}]}`, 2, with("flows", "enqueue", "-")...); !strings.Contains(out, "jobs[0].after[0].ref") || !strings.Contains(out, "nothing was enqueued") {
 				t.Errorf("unknown ref: %q", out)
 			}
-			if out := cli(`{"jobs":[{"kind":"a","after":[{"job_id":99999999}]}]}`, 1, with("flows", "enqueue", "-")...); !strings.Contains(out, "99999999") {
+			if out := cli(`{"jobs":[{"kind":"a","after":[{"job_id":99999999}]}]}`, 1, with("flows", "enqueue", "-")...); !strings.Contains(out, "99999999") ||
+				!strings.Contains(out, "jobs[0].after[0].job_id") || !strings.Contains(out, "nothing was enqueued") {
 				t.Errorf("unknown parent: %q", out)
 			}
 			if _, err := tc.store.Cancel(ctx, prior[0].ID); err != nil {
 				t.Fatal(err)
 			}
 			if out := cli(fmt.Sprintf(`{"jobs":[{"kind":"a","after":[{"job_id":%d}]}]}`, prior[0].ID), 1, with("flows", "enqueue", "-")...); !strings.Contains(out, fmt.Sprint(prior[0].ID)) ||
-				!strings.Contains(out, "cancelled") {
+				!strings.Contains(out, "cancelled") || !strings.Contains(out, "jobs[0].after[0].job_id") || !strings.Contains(out, "nothing was enqueued") {
 				t.Errorf("finished parent: %q", out)
 			}
 			if out := cli("", 2, with("flows", "enqueue", filepath.Join(dir, "missing.json"))...); !strings.Contains(out, "missing.json") {
