@@ -17,18 +17,35 @@ export interface Answer {
 
 /** Sends one request; resolves once the answer's headers are in. Aborting
  * signal before then rejects with the signal's reason or an AbortError;
- * after, makes the body's text() reject. */
-export type Send = (
+ * after, makes the body's text() reject. check, when set, throws a
+ * TypeError for a request it cannot send as asked; the transport calls it
+ * before anything is sent. */
+export type Send = ((
   method: string,
   url: string,
   headers: Record<string, string>,
   body: string | undefined,
   signal: AbortSignal,
-) => Promise<Answer>;
+) => Promise<Answer>) & { check?: (method: string, url: string) => void };
 
-/** A Send through f, a fetch. */
+/** The path and query of url as written, when it is one node:http can
+ * send: the URL parser takes a segment "%2E" or "%2E%2E" (a name "." or
+ * "..", as segment() encodes it) for "." or ".." and drops it, with the
+ * segment before it for "..". Undefined when url has no such segment. */
+export function dotPath(url: string): string | undefined {
+  const authority = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/.exec(url);
+  if (authority === null) return undefined;
+  const rest = url.slice(authority[0].length);
+  const path = rest.split(/[?#]/, 1)[0] ?? "";
+  if (!path.split("/").some((seg) => /^(%2e){1,2}$/i.test(seg))) return undefined;
+  return /^\/[\x21-\x7e]*$/.test(rest) ? rest : undefined;
+}
+
+/** A Send through f, a fetch. A URL with a segment "%2E" or "%2E%2E" (a
+ * queue, schedule or key named "." or "..") is refused with a TypeError,
+ * nothing sent: fetch would send it to another path. */
 export function fetchSend(f: typeof globalThis.fetch): Send {
-  return async (method, url, headers, body, signal) => {
+  const send: Send = async (method, url, headers, body, signal) => {
     // Called unbound: a browser's fetch refuses any `this` but the global one.
     const res = await f(url, { method, headers, body: body ?? null, signal });
     return {
@@ -38,6 +55,12 @@ export function fetchSend(f: typeof globalThis.fetch): Send {
       text: () => res.text(),
     };
   };
+  send.check = (method, url) => {
+    if (dotPath(url) !== undefined) {
+      throw new TypeError(`${method} ${url}: a name "." or ".." cannot be sent through fetch, which takes it for a folder; use node:http (no options.fetch on Node)`);
+    }
+  };
+  return send;
 }
 
 /** Whether this is Node itself: not Deno or Bun, which offer node:http
@@ -84,7 +107,7 @@ interface NodeRequest {
 }
 interface NodeHttp {
   Agent: new (opts: { keepAlive: boolean; timeout: number }) => unknown;
-  request(url: URL, opts: { method: string; headers: Record<string, string>; agent: unknown }): NodeRequest;
+  request(url: URL, opts: { method: string; headers: Record<string, string>; agent: unknown; path?: string }): NodeRequest;
 }
 
 /** How long a kept connection may stay idle before it is closed: as
@@ -169,8 +192,11 @@ export function nodeSend(): Send {
     if (!Object.keys(hs).some((k) => k.toLowerCase() === "user-agent")) hs["User-Agent"] = `readpast-client-ts/${VERSION}`;
     if (bytes !== undefined) hs["Content-Length"] = String(bytes.length);
     let target = new URL(url);
+    // The path as written when the URL parser would drop a "." or ".."
+    // name from it; a redirect's Location is taken as parsed.
+    let path = dotPath(url);
     for (let hops = 0; ; hops++) {
-      const answer = await once(mods, target, method, hs, bytes, signal);
+      const answer = await once(mods, target, path, method, hs, bytes, signal);
       const location = answer.header("Location");
       const follow =
         location !== null &&
@@ -185,14 +211,17 @@ export function nodeSend(): Send {
         for (const k of Object.keys(hs)) if (k.toLowerCase() === "authorization") delete hs[k];
       }
       target = next;
+      path = undefined;
     }
   };
 }
 
-/** One request and its answer; discard() drops an answer not read. */
+/** One request and its answer, to url (to path on url's server when
+ * path is set); discard() drops an answer not read. */
 function once(
   mods: Loaded,
   url: URL,
+  path: string | undefined,
   method: string,
   headers: Record<string, string>,
   bytes: Uint8Array | undefined,
@@ -205,6 +234,7 @@ function once(
       method,
       headers,
       agent: secure ? mods.agents.https : mods.agents.http,
+      ...(path === undefined ? {} : { path }),
     });
     let socket: NodeSocket | undefined;
     req.on("socket", (s) => {

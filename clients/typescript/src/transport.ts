@@ -85,6 +85,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
       throw new TypeError(`${method} ${path}: the ${k} header holds a character no HTTP header can carry`);
     }
   }
+  tr.send.check?.(method, url);
 
   const outer = call.signal;
   outer?.throwIfAborted();

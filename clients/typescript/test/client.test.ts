@@ -281,6 +281,20 @@ describe("queues and stats", () => {
     assert.equal(resumed.paused_at, null);
     assert.equal((await c.claim({ worker: "w", queues: [queue], limit: 5 })).length, 2);
   });
+
+  test("a queue named . or .. is reached, not taken for a folder; through fetch, refused with nothing sent", async () => {
+    for (const name of [".", ".."]) {
+      const paused = await c.pauseQueue(name);
+      assert.equal(paused.name, name);
+      assert.equal(paused.paused, true);
+      const resumed = await c.resumeQueue(name);
+      assert.equal(resumed.name, name);
+      assert.equal(resumed.paused, false);
+    }
+    const viaFetch = client({ fetch: globalThis.fetch });
+    await assert.rejects(viaFetch.pauseQueue(".."), (e: unknown) => e instanceof TypeError && /cannot be sent through fetch/.test(e.message));
+    assert.ok(!(await c.stats()).paused.includes(".."), "the refused pause was not sent");
+  });
 });
 
 describe("schedules", () => {

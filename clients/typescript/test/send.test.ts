@@ -60,6 +60,19 @@ describe("transport through node:http", () => {
     assert.equal(s.connections(), 1, "the second request reuses the kept connection");
   });
 
+  test("a name . or .. goes as written, under the base URL's path", async () => {
+    const seen: (string | undefined)[] = [];
+    const s = await stub((req, _body, res) => {
+      seen.push(req.url);
+      res.setHeader("Content-Type", "application/json");
+      res.end(JSON.stringify({ name: "x", paused: true }));
+    });
+    await new Client(s.url).pauseQueue(".");
+    await new Client(s.url + "/api").resumeQueue("..");
+    await new Client(s.url).getLimit("..");
+    assert.deepEqual(seen, ["/v1/queues/%2E/pause", "/api/v1/queues/%2E%2E/resume", "/v1/limits/%2E%2E"]);
+  });
+
   test("an error answer is the ApiError of its code, with Retry-After", async () => {
     const s = await stub((_req, _body, res) => {
       res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "4" });
