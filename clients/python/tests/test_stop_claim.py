@@ -35,6 +35,7 @@ class HoldingProxy:
         self.url = "http://127.0.0.1:%d" % self.ln.getsockname()[1]
         self.cond = threading.Condition()
         self.holding = False
+        self.hold_body = False  # while holding, pass an answer's headers on
         self.hold_eof = False  # keep the server's end from the client
         self.held: List[bytes] = []
         self.sent = 0  # bytes the client sent
@@ -73,6 +74,9 @@ class HoldingProxy:
                 b = s.recv(65536)
                 with self.cond:
                     if b and self.holding:
+                        if self.hold_body and b"\r\n\r\n" in b:
+                            head, _, b = b.partition(b"\r\n\r\n")
+                            c.sendall(head + b"\r\n\r\n")
                         self.held.append(b)
                         self.cond.notify_all()
                         continue
@@ -182,6 +186,71 @@ class StopWhileTheClaimIsAnswered(unittest.TestCase):
         # The half-closed connection is not reused for the next call.
         via.enqueue("k", queue=unique("after"))
         proxy.release()
+
+    def _stop_while_held(self, enqueue: bool) -> None:
+        """Stops a worker whose claim's answer the proxy holds back (all
+        of it, or all but its headers with a job claimed) and never lets
+        go: run() must return within the bound on an answer after a stop,
+        not wait for the request's timeout (its wait and 60 s)."""
+        direct = support.client()
+        self.addCleanup(direct.close)
+        proxy = HoldingProxy(support.server_url())
+        self.addCleanup(proxy.close)
+        via = readpast.Client(proxy.url, token=os.environ.get("READPAST_TOKEN"), timeout=60)
+        self.addCleanup(via.close)
+        queue = unique("stall")
+        quiet = logging.getLogger("readpast.test.stall")
+        quiet.disabled = True
+        w = readpast.Worker(via, [queue], {"k": lambda ctx: None}, wait_seconds=20, shutdown_timeout=0,
+                            logger=quiet)
+        t = w.start()
+        self.addCleanup(lambda: (proxy.release(), t.join(10)))
+        with proxy.cond:
+            proxy.cond.wait_for(lambda: proxy.sent > 0, 15)
+        time.sleep(0.2)  # the server waits for a job
+        with proxy.cond:
+            proxy.hold_body = True
+            proxy.hold_eof = True
+        proxy.hold()
+        if enqueue:
+            job = direct.enqueue("k", queue=queue, max_attempts=1)
+            wait_until(lambda: direct.get_job(job.id).state == "running", "the server to claim the job")
+            proxy.wait_held()  # the headers are through, the body held
+        began = time.monotonic()
+        w.stop()
+        t.join(20)
+        self.assertFalse(t.is_alive(), "run() did not return within 20 s of the stop")
+        self.assertLess(time.monotonic() - began, 10, "the stalled answer held the stop up")
+
+    def test_a_stop_while_the_server_stalls_after_it_ends_within_the_bound(self) -> None:
+        self._stop_while_held(enqueue=False)
+
+    def test_a_stop_while_an_answer_stalls_after_its_headers_ends_within_the_bound(self) -> None:
+        self._stop_while_held(enqueue=True)
+
+    def test_releases_at_shutdown_give_up_within_a_few_seconds_when_the_server_is_silent(self) -> None:
+        direct = support.client()
+        self.addCleanup(direct.close)
+        proxy = HoldingProxy(support.server_url())
+        self.addCleanup(proxy.close)
+        via = readpast.Client(proxy.url, token=os.environ.get("READPAST_TOKEN"))
+        self.addCleanup(via.close)
+        queue = unique("silent")
+        quiet = logging.getLogger("readpast.test.silent")
+        quiet.disabled = True
+        w = readpast.Worker(via, [queue], {"k": lambda ctx: ctx.cancelled.wait(60)}, lease_seconds=60,
+                            wait_seconds=20, shutdown_timeout=0, logger=quiet)
+        t = w.start()
+        self.addCleanup(lambda: (proxy.release(), t.join(10)))
+        job = direct.enqueue("k", queue=queue)
+        wait_until(lambda: direct.get_job(job.id).state == "running", "the job to run")
+        proxy.hold()  # nothing the server sends reaches the worker
+        began = time.monotonic()
+        w.stop()
+        t.join(25)
+        self.assertFalse(t.is_alive(), "run() did not return within 25 s of the stop")
+        self.assertLess(time.monotonic() - began, 15, "the release was tried until the lease's end")
+        self.assertEqual(w.counts["released"], 0)
 
     def test_a_stopped_worker_runs_again(self) -> None:
         c = support.client()

@@ -119,7 +119,7 @@ const IDLE_MS = 4_000;
 
 /** How long a request aborted after it was sent waits, its sending side
  * closed, for an answer already on its way to end (see once). */
-const HALF_CLOSED_MS = 3_000;
+export const HALF_CLOSED_MS = 3_000;
 
 /** The reason a transport's timeout aborts a request with: a timed-out
  * request is destroyed, not half-closed, so that it ends when its time

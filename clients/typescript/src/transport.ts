@@ -2,7 +2,7 @@
 // abort, and the answer as JSON or as the ApiError of its error code.
 
 import { NetworkError, RequestTimeoutError, errorFromResponse, type ApiError } from "./errors.js";
-import { TIMED_OUT, headerValue, type Answer, type Send } from "./send.js";
+import { HALF_CLOSED_MS, TIMED_OUT, headerValue, type Answer, type Send } from "./send.js";
 import type { ErrorBody } from "./types.js";
 
 /** Where and how a client sends its requests. */
@@ -43,7 +43,8 @@ export interface Call {
   headers?: Record<string, string> | undefined;
   /** Aborts the request while no answer came; it then rejects with the
    * signal's reason. Once the answer's headers are in, its body is read
-   * (within the timeout) whatever the signal does: the server has acted.
+   * whatever the signal does (the server has acted), for 3 s at most
+   * after the abort.
    * Through node:http, an abort after the request was sent closes the
    * connection's sending side and waits a moment for an answer already
    * on its way, which is then the request's answer. */
@@ -57,9 +58,10 @@ export interface Call {
  * none), or rejects: with the ApiError subclass of an error answer's code,
  * with a NetworkError when no usable answer came (RequestTimeoutError past
  * the timeout), or with the signal's reason when the caller aborted before
- * the answer's headers came. After they came, an abort no longer counts:
+ * the answer's headers came. After they came, an abort bounds the read:
  * the server has done what was asked (a claim has claimed its jobs), and
- * the answer is read, still within the timeout.
+ * the answer is read, within the timeout and within HALF_CLOSED_MS of the
+ * abort, past which the request rejects with the signal's reason.
  */
 export async function request<T>(tr: Transport, method: string, path: string, call: Call = {}): Promise<T> {
   let url = tr.url + path;
@@ -96,11 +98,19 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     timedOut = true;
     ctrl.abort(TIMED_OUT);
   }, timeoutMs);
-  // The caller's abort ends the wait for the answer's headers only.
+  // The caller's abort ends the wait for the answer's headers at once;
+  // after them, the answer's body has HALF_CLOSED_MS to end.
   let answered = false;
   let aborted = false;
+  let giveUp: ReturnType<typeof setTimeout> | undefined;
   const onAbort = (): void => {
-    if (answered) return;
+    if (answered) {
+      giveUp ??= setTimeout(() => {
+        aborted = true;
+        ctrl.abort(outer?.reason);
+      }, HALF_CLOSED_MS);
+      return;
+    }
     aborted = true;
     ctrl.abort(outer?.reason);
   };
@@ -122,7 +132,6 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     } catch (e) {
       throw failed(e, "no answer");
     }
-    outer?.removeEventListener("abort", onAbort);
     let text: string;
     try {
       text = await res.text();
@@ -142,6 +151,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
     }
   } finally {
     clearTimeout(timer);
+    clearTimeout(giveUp);
     outer?.removeEventListener("abort", onAbort);
   }
 }

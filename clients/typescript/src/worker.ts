@@ -45,6 +45,8 @@ const MAX_STACK = 64 * 1024;
 const IDLE_POLL_MS = 1000;
 // The longest pause between claims after failed ones.
 const CLAIM_BACKOFF_MAX_MS = 5000;
+// How long a release at shutdown is tried; then its lease ends it.
+const RELEASE_WAIT_MS = 5000;
 
 type Outcome =
   | { type: "returned"; value: unknown }
@@ -287,9 +289,16 @@ export class Worker {
 
   async #releaseUnstarted(job: ClaimedJob, leaseEnd: number): Promise<void> {
     this.#log.info(`worker ${this.name}: job ${job.id} claimed while stopping; releasing it`);
-    if (await this.#call(job, "release", () => this.client.release(job.id, job.token), leaseEnd)) {
+    if (await this.#release(job, leaseEnd)) {
       this.counts.released++;
     }
+  }
+
+  /** Releases job at shutdown, for RELEASE_WAIT_MS at most; resolves
+   * whether it was released. */
+  #release(job: ClaimedJob, leaseEnd: number): Promise<boolean> {
+    const until = Math.min(leaseEnd, Date.now() + RELEASE_WAIT_MS);
+    return this.#call(job, "release", () => this.client.release(job.id, job.token, { timeoutMs: RELEASE_WAIT_MS }), until);
   }
 
   // ---- one job ---------------------------------------------------------
@@ -388,7 +397,7 @@ export class Worker {
         run.ctrl.abort(new WorkerStoppedError());
         span?.end("released", new WorkerStoppedError());
         this.#log.warn(`worker ${this.name}: job ${job.id} still running at the shutdown deadline; releasing it`);
-        if (await this.#call(job, "release", () => this.client.release(job.id, job.token), run.leaseEnd)) {
+        if (await this.#release(job, run.leaseEnd)) {
           this.counts.released++;
         }
         return;

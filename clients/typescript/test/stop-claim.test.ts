@@ -108,3 +108,32 @@ describe("a worker stopped while its claim is answered", () => {
     assert.equal(worker.counts.released, 1);
   });
 });
+
+describe("a worker stopped while the server is silent", () => {
+  test("gives its releases up within a few seconds, not at the lease's end", async () => {
+    const direct = client();
+    const proxy = await holdingProxy(serverURL);
+    const via = new Client(proxy.url, { token });
+    const queue = unique("silent");
+    const worker = new Worker(via, {
+      queues: [queue],
+      handlers: { k: (_job, ctx) => new Promise((r) => ctx.signal.addEventListener("abort", r)) },
+      leaseMs: 60_000,
+      waitMs: 20_000,
+      shutdownTimeoutMs: 0,
+      logger: { info: () => {}, warn: () => {}, error: () => {} },
+      opentelemetry: false,
+    });
+    const done = worker.run();
+    const job = await direct.enqueue({ kind: "k", queue });
+    await waitUntil(async () => (await direct.getJob(job.id)).state === "running", "the job to run");
+    proxy.hold(); // nothing the server sends reaches the worker
+    const began = Date.now();
+    worker.stop();
+    const late = new Promise((_, ko) => setTimeout(() => ko(new Error("run() still pending after 20 s")), 20_000).unref());
+    await Promise.race([done, late]);
+    assert.ok(Date.now() - began < 15_000, `run() took ${Date.now() - began} ms`);
+    assert.equal(worker.counts.released, 0);
+    proxy.release();
+  });
+});

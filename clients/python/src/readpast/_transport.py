@@ -134,13 +134,12 @@ class Transport:
                     conn.sock.settimeout(wait)
             conn.request(method, target, body=data, headers=hdrs)
             resp = conn.getresponse()
-            if hook is not None:
-                # The answer has begun: shutting the connection now would
-                # lose it (a claim's jobs), so the hook lets go of it.
-                hook(None)
-                hook = None
             status = resp.status
             raw = resp.read()
+            if hook is not None:
+                # Read whole: the hook lets go of the connection.
+                hook(None)
+                hook = None
             retry_after = resp.getheader("Retry-After")
             reuse = not resp.will_close and not getattr(conn, "readpast_shut", False)
         except (OSError, http.client.HTTPException, socket.timeout) as e:

@@ -440,10 +440,12 @@ class Client(BatchCalls):
         )
         return Job.from_json(self._request("POST", "/v1/jobs/%d/fail" % job_id_of(job_id), body))
 
-    def release(self, job_id: int, token: str) -> Job:
+    def release(self, job_id: int, token: str, *, timeout: Optional[float] = None) -> Job:
         """``POST /v1/jobs/{id}/release``: gives the job back unworked: it is
-        pending again at once and the attempt is not counted."""
-        return Job.from_json(self._request("POST", "/v1/jobs/%d/release" % job_id_of(job_id), {"token": token}))
+        pending again at once and the attempt is not counted. ``timeout``
+        overrides the client's for this request."""
+        return Job.from_json(self._request("POST", "/v1/jobs/%d/release" % job_id_of(job_id), {"token": token},
+                                           timeout=timeout))
 
     def snooze(self, job_id: int, token: str, seconds: Union[float, _dt.timedelta]) -> Job:
         """``POST /v1/jobs/{id}/snooze``: the job is pending again after

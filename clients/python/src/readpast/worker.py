@@ -53,6 +53,17 @@ _GATHER = 0.005
 _CLAIM_BACKOFF_MIN = 0.05
 _CLAIM_BACKOFF_MAX = 0.8
 
+# How long a claim's answer may take to end once a stop half-closed its
+# connection: an answer the server sent before it saw the client go has
+# come by then. Past it the connection is shut for reading too, and the
+# answer's jobs, if any were on their way, run again when their lease
+# ends.
+_HALF_CLOSED = 3.0
+
+# How long a release at shutdown is tried (each request within it): past
+# it, the job runs again when its lease ends, and run() returns.
+_RELEASE_WAIT = 5.0
+
 
 class Worker(_Outcomes):
     """Runs jobs of ``queues`` with ``handlers`` (a mapping of job kind to
@@ -289,16 +300,21 @@ class Worker(_Outcomes):
         sent (jobs claimed an instant before) still arrives, and its jobs
         are released unrun (_release_unstarted); shut for reading too, the
         answer would be dropped and its jobs left running for no one until
-        their lease ran out. A TLS socket cannot be half-closed, and is shut
-        both ways. Only while the claim waits for its answer: once the
-        answer has begun the transport lets go of the connection (it may be
-        reused meanwhile). The signal handler passes blocking=False: it
-        must not wait for a lock its own thread holds."""
+        their lease ran out. The answer may take _HALF_CLOSED to end; then
+        _cut_claim shuts the socket for reading too, so that neither a
+        server nor a middlebox that stalls keeps the stop waiting for the
+        request's timeout. A TLS socket cannot be half-closed, and is shut
+        both ways. Only while the claim's request runs: once its answer is
+        read the transport lets go of the connection. A connection still
+        opening is left to its connect timeout (5 s). The signal handler
+        passes blocking=False: it must not wait for a lock its own thread
+        holds."""
         if not self._conn_lock.acquire(blocking):
             return  # run() stops the worker, and aborts, within _POLL
         try:
-            sock = getattr(self._conn, "sock", None)
-            if sock is not None:
+            conn = self._conn
+            sock = getattr(conn, "sock", None)
+            if sock is not None and not getattr(conn, "readpast_shut", False):
                 how = socket.SHUT_RDWR if isinstance(sock, ssl.SSLSocket) else socket.SHUT_WR
                 try:
                     sock.shutdown(how)
@@ -306,9 +322,26 @@ class Worker(_Outcomes):
                     pass
                 # Never back into the pool: the server answers a client it
                 # saw go without saying it closes (Transport._request).
-                self._conn.readpast_shut = True
+                conn.readpast_shut = True
+                if how == socket.SHUT_WR:
+                    cut = threading.Timer(_HALF_CLOSED, self._cut_claim, (conn,))
+                    cut.daemon = True
+                    cut.start()
         finally:
             self._conn_lock.release()
+
+    def _cut_claim(self, conn: Any) -> None:
+        """Shuts the claim's connection both ways if its answer has not
+        ended _HALF_CLOSED after the stop half-closed it: the claim then
+        fails at once, instead of waiting for its timeout."""
+        with self._conn_lock:
+            sock = getattr(conn, "sock", None)
+            if self._conn is not conn or sock is None:
+                return
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _set_conn(self, conn: Any) -> None:
         with self._conn_lock:
@@ -389,16 +422,22 @@ class Worker(_Outcomes):
             run.ctx._cancel("the worker stopped and released the job")
             self.log.warning("worker %s: job %d still running at the shutdown deadline; releasing it",
                              self.name, job.id)
-            if self._call(job, "release", lambda: self.client.release(job.id, job.token or ""),
-                          run.lease_end) is not None:
+            if self._release(job, run.lease_end):
                 self._count("released")
         finally:
             self._end(run)
 
     def _release_unstarted(self, job: Job, lease_end: float) -> None:
         self.log.info("worker %s: job %d claimed while stopping; releasing it", self.name, job.id)
-        if self._call(job, "release", lambda: self.client.release(job.id, job.token or ""), lease_end) is not None:
+        if self._release(job, lease_end):
             self._count("released")
+
+    def _release(self, job: Job, lease_end: float) -> bool:
+        """Releases job at shutdown, trying for _RELEASE_WAIT at most (its
+        lease ends anyway); reports whether it was released."""
+        until = min(lease_end, time.monotonic() + _RELEASE_WAIT)
+        return self._call(job, "release", lambda: self.client.release(
+            job.id, job.token or "", timeout=_RELEASE_WAIT), until) is not None
 
     def _start(self, job: Job, lease_end: float) -> None:
         timeout = self._timeouts.get(job.kind) or self.handler_timeout
