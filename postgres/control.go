@@ -213,8 +213,8 @@ func (s *Store) PruneGroups(ctx context.Context, limit int) (int, error) {
 	if limit < 1 {
 		return 0, &readpast.FieldError{Field: "limit", Message: "must be at least 1"}
 	}
-	// A key without a bound counts its running jobs on its row until the
-	// slots freed since are folded into it.
+	// A key counts its running jobs on its row until the slots counted
+	// aside since (keys without a bound, or with room) are folded into it.
 	if err := s.foldFreed(ctx); err != nil {
 		return 0, err
 	}

@@ -143,6 +143,8 @@ func TestCountsMigration(t *testing.T) {
 		"DROP FUNCTION readpast_fit_keys",
 		// Schema 22 (freed slots of keys without a bound) goes too.
 		"DROP TABLE readpast_key_freed",
+		// And schema 25 (keys with room).
+		"DROP FUNCTION readpast_keys_with_room",
 		"DELETE FROM readpast_schema WHERE version >= 5",
 	} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -222,9 +222,10 @@ func (s *Store) Complete(ctx context.Context, cs []readpast.Completion) ([]error
 // handler's writes and the completion commit together. It returns
 // readpast.ErrStaleToken when the claim is no longer current. Until tx
 // ends it holds the job's row and, for a grouped job, its group's row:
-// claims pass that group over meanwhile, and SetGroupLimit on it waits.
-// The row of a key without a concurrency bound is held FOR KEY SHARE
-// only: claims take its jobs meanwhile, and only a limit change waits.
+// FOR KEY SHARE only when the key has no concurrency bound or has room
+// (fewer running than its bound), and claims take its jobs meanwhile,
+// only a limit change waiting; written when the key is full, and claims
+// pass it over meanwhile, and SetGroupLimit on it waits.
 //
 // Run it in a READ COMMITTED transaction (PostgreSQL's default). The
 // group's next job is marked for claimers by a query that must see jobs

@@ -65,8 +65,9 @@ func TestHotStatementsNotifyAfterCommit(t *testing.T) {
 		t.Errorf("the claim statement notified %q itself", got)
 	}
 
-	// The completion routine by hand: it frees the key's slot and says so,
-	// without notifying.
+	// The completion routine by hand: the key has room, so it counts the
+	// slot aside (nothing waits for it) and says it freed none, without
+	// notifying.
 	var (
 		id            int64
 		tok           string
@@ -77,8 +78,8 @@ func TestHotStatementsNotifyAfterCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id != ids[0] || !freed {
-		t.Fatalf("completed %d freed=%v, want %d and a freed slot", id, freed, ids[0])
+	if id != ids[0] || freed {
+		t.Fatalf("completed %d freed=%v, want %d and no slot freed on the key's row", id, freed, ids[0])
 	}
 	if got := advNotifyHeard(l, 300*time.Millisecond); len(got) != 0 {
 		t.Errorf("the completion statement notified %q itself", got)
@@ -97,6 +98,20 @@ func TestHotStatementsNotifyAfterCommit(t *testing.T) {
 		t.Errorf("after the store's claim heard %q, want the key's next start (due:...)", got)
 	}
 	errs, err := s.Complete(ctx, []readpast.Completion{{ID: jobs[0].ID, Token: jobs[0].Token}})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	advNotifyHeard(l, 300*time.Millisecond)
+	// A completion that frees a full key's slot on its row.
+	advPut(t, s, readpast.Limit{Key: "f:*", Concurrency: 1})
+	advEnq(t, s, []string{"f:1"})
+	advNotifyHeard(l, 200*time.Millisecond)
+	jobs = mustClaim(t, s, "w", 10)
+	if len(jobs) != 1 {
+		t.Fatalf("claimed %d jobs, want 1", len(jobs))
+	}
+	advNotifyHeard(l, 200*time.Millisecond)
+	errs, err = s.Complete(ctx, []readpast.Completion{{ID: jobs[0].ID, Token: jobs[0].Token}})
 	if err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}

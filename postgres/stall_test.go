@@ -537,7 +537,9 @@ func TestClaimNeverWaitsOnAFinisher(t *testing.T) {
 			defer s.Close()
 			setupG(t, s, 2)
 			claimer := newStall(t, s, "claim.group_rows")
-			finisher := newStall(t, s, "finish.group_rows")
+			// G has room with its head running: the finisher counts the
+			// slot aside, taking G's row FOR KEY SHARE.
+			finisher := newStall(t, s, "finish.key_share")
 
 			var got []*readpast.Job
 			claimed := stalledClaimQA(t, claimer, 10, &got) // its snapshot: all pending; it holds G's mark

@@ -77,7 +77,7 @@ type tidier struct {
 }
 
 // Tidy folds the count deltas into the counts (see Stats) and the
-// freed-slot counts of keys without a bound into their rows, then vacuums
+// freed-slot counts of keys into their rows, then vacuums
 // the store's churning tables (live jobs, ready marks, group rows, count
 // deltas, unique keys, freed-slot counts) whose dead rows outnumber their
 // live ones (number an eighth of them, for the ready marks: tidyRuleOf),
@@ -225,14 +225,15 @@ const (
 	freedPasses = 100
 )
 
-// foldFreed folds the freed-slot counts of keys without a bound into
-// their rows (fold_freed.sql), in batches of keys in key order, passing
-// over the rows others hold; Tidy and PruneGroups call it. A key's
-// running count is right either way (its row's less its counts); folded,
-// the counts stop costing the readers that subtract them, and an idle
-// key's row can be pruned. No key's free slots change for a claim: a key
-// with counts has no bound (a limit that gives it one folds its counts
-// first).
+// foldFreed folds the freed-slot counts of keys (without a bound, or
+// with room when their slots were freed) into their rows
+// (fold_freed.sql), in batches of keys in key order, passing over the
+// rows others hold; Tidy and PruneGroups call it. A key's running count
+// is right either way (its row's less its counts); folded, the counts
+// stop costing the readers that subtract them, an idle key's row can be
+// pruned, and a bounded key whose row read full beside a count gets its
+// slot back, the rows' trigger marking its next jobs (claims fold a
+// bounded key's counts too, as they lock its row).
 //
 // One process folds at a time (a try-lock; the others' calls fold
 // nothing), and each batch runs under a lock_timeout of lockWaitTimeout:

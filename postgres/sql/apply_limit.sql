@@ -21,8 +21,8 @@
 --
 -- Rendered "one", for the row of the key $1 only, which the transaction
 -- already holds FOR UPDATE (lock_key_row.sql, waiting for whoever held
--- it: claims, finishers, finishers' FOR KEY SHARE on rows of keys
--- without a bound), and with the limits' lock held shared
+-- it: claims, finishers, finishers' FOR KEY SHARE on the rows of the
+-- keys they free slots of), and with the limits' lock held shared
 -- (limit_lock_shared.sql, taken after the row): the store runs it for
 -- each row the "skip" rendering passed over, in a transaction of its own
 -- after the exclusive lock is let go, so that it never holds one key row

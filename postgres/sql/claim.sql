@@ -6,8 +6,9 @@
 -- holds (a claim, a finisher, a caller's open CompleteTx or EnqueueTx) is
 -- passed over, and the only other lock it takes is
 -- pg_try_advisory_xact_lock. A finisher's FOR KEY SHARE on the row of a
--- key without a bound (fragments/free_slots.sql) does not conflict with
--- FOR NO KEY UPDATE, so such a key is not passed over for it. Never overshoots a group limit: a
+-- key without a bound or with room (fragments/free_slots.sql) does not
+-- conflict with FOR NO KEY UPDATE, so such a key is not passed over for
+-- it. Never overshoots a group limit: a
 -- group's free slots are read from its row AFTER locking it, and when a
 -- concurrent commit changed that row since this statement's snapshot,
 -- PostgreSQL hands the lock, and the values, of the newest version.
@@ -23,6 +24,15 @@
 --   LOCKED, with their newest running count and limit: max_running, the
 --   rate as interval_us (0: none), burst and tat (the bucket's
 --   theoretical arrival time; docs/design/flow-control.md), and weight.
+-- locked_freed / locked_folds: the freed-slot counts of the bounded keys
+--   locked (migrations/0025), deleted, and subtracted from their running
+--   counts in decided and bumped: only the counts this DELETE removed,
+--   not those the snapshot shows, which a fold committed since the
+--   snapshot may already have subtracted from the row locked
+--   (TestClaimFoldsOnlyCountsItDeletes). Only holders of a key's row
+--   delete its counts, so the DELETE waits for nobody. Keys without a
+--   bound are never full, and their counts wait for Tidy. more_freed /
+--   more_folds do the same for later keys.
 -- new_keys / new_groups: marked keys that have no row in this snapshot
 --   (looked up in one object of the keys with rows, as taken below).
 --   This claim creates their rows, under a try-lock on the key that every
@@ -196,6 +206,14 @@ locked AS (
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR NO KEY UPDATE SKIP LOCKED
 ),
+locked_freed AS (
+    DELETE FROM readpast_key_freed f
+    WHERE f.group_key = ANY (ARRAY(SELECT group_key FROM locked WHERE max_running < 2147483647))
+    RETURNING f.group_key, f.n
+),
+locked_folds AS (
+    SELECT group_key, sum(n)::int AS n FROM locked_freed GROUP BY group_key
+),
 new_keys AS (
     SELECT group_key
     FROM marked m
@@ -215,7 +233,9 @@ decided AS (
            {{template "key_takes" "t.at"}} AS takes,
            g.interval_us, g.burst, g.tat, g.served_at, g.weight,
            least(g.turn_used, g.weight - 1) AS turn_used
-    FROM (SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM locked
+    FROM (SELECT l.group_key, l.running - coalesce(f.n, 0) AS running, l.max_running, l.interval_us, l.burst,
+                 l.tat, l.served_at, l.weight, l.turn_used
+          FROM locked l LEFT JOIN locked_folds f USING (group_key)
           UNION ALL
           SELECT group_key, running, max_running, interval_us, burst, tat, served_at, weight, turn_used FROM new_groups) g
     CROSS JOIN key_time t
@@ -277,6 +297,14 @@ more_locked AS (
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM more_needed))
     FOR NO KEY UPDATE SKIP LOCKED
 ),
+more_freed AS (
+    DELETE FROM readpast_key_freed f
+    WHERE f.group_key = ANY (ARRAY(SELECT group_key FROM more_locked WHERE max_running < 2147483647))
+    RETURNING f.group_key, f.n
+),
+more_folds AS (
+    SELECT group_key, sum(n)::int AS n FROM more_freed GROUP BY group_key
+),
 more_new_keys AS (
     SELECT group_key
     FROM more_needed m
@@ -299,7 +327,8 @@ more_decided AS (
     SELECT g.group_key, g.max_running - g.running AS free,
            {{template "key_takes" "t.at"}} AS takes,
            g.interval_us, g.burst, g.tat
-    FROM (SELECT group_key, running, max_running, interval_us, burst, tat FROM more_locked
+    FROM (SELECT l.group_key, l.running - coalesce(f.n, 0) AS running, l.max_running, l.interval_us, l.burst, l.tat
+          FROM more_locked l LEFT JOIN more_folds f USING (group_key)
           UNION ALL
           SELECT group_key, running, max_running, interval_us, burst, tat FROM more_new) g
     CROSS JOIN claim_time t
@@ -397,11 +426,14 @@ created AS (
 ),
 taken AS (
     SELECT coalesce((SELECT jsonb_object_agg(group_key, n) FROM counts), '{}') AS n,
-           coalesce((SELECT jsonb_object_agg(group_key, n) FROM firsts), '{}') AS f
+           coalesce((SELECT jsonb_object_agg(group_key, n) FROM firsts), '{}') AS f,
+           coalesce((SELECT jsonb_object_agg(group_key, n)
+                     FROM (SELECT group_key, n FROM locked_folds UNION ALL SELECT group_key, n FROM more_folds) x),
+                    '{}') AS folded
 ),
 bumped AS (
     UPDATE readpast_groups g
-    SET running = g.running + coalesce((k.n ->> g.group_key)::int, 0),
+    SET running = g.running + coalesce((k.n ->> g.group_key)::int, 0) - coalesce((k.folded ->> g.group_key)::int, 0),
         tat = CASE WHEN g.interval_us > 0 AND k.n ? g.group_key
               THEN greatest(g.tat, t.at) + (k.n ->> g.group_key)::int * g.interval_us * interval '1 microsecond'
               ELSE g.tat END,
@@ -417,7 +449,7 @@ bumped AS (
                   ELSE g.waiters END
     FROM taken k, claim_time t, waits w
     WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM locked UNION ALL SELECT group_key FROM more_locked))
-      AND (k.n ? g.group_key OR w.w ? g.group_key)
+      AND (k.n ? g.group_key OR w.w ? g.group_key OR k.folded ? g.group_key)
 ),
 held AS (
     SELECT group_key FROM locked UNION ALL SELECT group_key FROM more_locked UNION ALL SELECT group_key FROM created

@@ -1,5 +1,5 @@
--- Fold the freed-slot counts of keys without a bound (readpast_key_freed,
--- migrations/0022) into their rows: each row's running count goes down by
+-- Fold the freed-slot counts of keys without a bound or with room
+-- (readpast_key_freed, migrations/0022 and 0025) into their rows: each row's running count goes down by
 -- the n of its counts, which are deleted. Rendered "keys", for the keys
 -- $1, whose rows the caller's transaction holds FOR UPDATE (a limit
 -- change, which waited for the statements holding them FOR KEY SHARE, so

@@ -37,13 +37,22 @@ each row, which a statement ending jobs of 1,000 keys paid in the square
 of the keys (40 of the 68 ms of a completion of 1,000 jobs).
 
 A key without a concurrency bound (max_running 2147483647, what a limit
-of concurrency 0 resolves to) is never full, so nothing waits for its
-slots: its row is not written. unbounded takes the rows of such keys
-FOR KEY SHARE, which conflicts with no claim (claims take key rows FOR
-NO KEY UPDATE SKIP LOCKED, and would otherwise pass over a key whose
-row a completion holds), and its slots are counted in
-readpast_key_freed (migrations/0022) instead, to be folded into the row
-later. The lock is what a limit change waits for (FOR UPDATE) before it
+of concurrency 0 resolves to) is never full, and a key with room
+(running below max_running) can be claimed already, so nothing waits
+for their slots: their rows are not written. shared_rows takes the
+rows of every key this statement frees slots of FOR KEY SHARE, which
+conflicts with no claim (claims take key rows FOR NO KEY UPDATE SKIP
+LOCKED, and would otherwise pass over a key whose row a completion
+holds), whatever its snapshot shows (a key full in the snapshot may have
+room since, TestAdvRoomFullInTheSnapshot); roomy keeps those whose
+newest committed row has room
+(readpast_keys_with_room, migrations/0025: a row locked FOR KEY SHARE is
+handed over as the snapshot shows it, not as a claim committed it
+since, TestCompletionJudgesTheRowItLocks), and their slots are counted
+in readpast_key_freed (migrations/0022) instead, to be folded into the
+row by the next claim that locks it, or by Tidy. A key found full once
+locked gives its slot back on the row below (held in both modes, which
+do not conflict). The lock is what a limit change waits for (FOR UPDATE) before it
 folds a key's counts and gives it a bound; a row that a limit change
 bounded while this statement waited fails the check once locked, and
 has its slots given back on the row, as does a row newer than the
@@ -55,24 +64,26 @@ nothing a finisher takes, and a limit change waits for one row at a
 time, holding no other (postgres/limits.go), so neither order waits in
 a circle.
 */}}{{define "free_slots"}}
-unbounded AS (
+shared_rows AS (
     SELECT g.group_key
     FROM readpast_groups g
     WHERE g.group_key = ANY (ARRAY(SELECT group_key FROM freeing))
-      AND g.max_running = 2147483647
       AND readpast_stall('finish.key_share', g.group_key)
     ORDER BY g.group_key
     FOR KEY SHARE
 ),
+roomy AS (
+    SELECT k AS group_key FROM readpast_keys_with_room(ARRAY(SELECT group_key FROM shared_rows)) k
+),
 freed_counts AS (
     INSERT INTO readpast_key_freed (group_key, n)
     SELECT group_key, n FROM freeing
-    WHERE group_key IN (SELECT group_key FROM unbounded)
+    WHERE group_key IN (SELECT group_key FROM roomy)
 ),
 freed AS (
     INSERT INTO readpast_groups AS g (group_key, running)
     SELECT group_key, 0 FROM freeing
-    WHERE group_key NOT IN (SELECT group_key FROM unbounded)
+    WHERE group_key NOT IN (SELECT group_key FROM roomy)
       AND readpast_stall('finish.group_rows', n)
     ORDER BY group_key
     ON CONFLICT (group_key) DO UPDATE
