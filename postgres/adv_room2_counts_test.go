@@ -16,13 +16,8 @@ func TestAdvRoom2MoreKeyFoldedBeforeLock(t *testing.T) {
 	s := newStore(t)
 	defer s.Close()
 	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 5})
-	putLimit(t, s, readpast.Limit{Key: "b", Concurrency: 2})
-	keyJobs(t, s, "b", "qb", 2)
-	run := ubClaimAll(t, s, "w1", 2, "qb") // b full
-	if len(run) != 2 {
-		t.Fatalf("claimed %d", len(run))
-	}
-	ubComplete(t, s, run[0]) // b full: slot on the row (running 1)
+	run := keyWithRunning(t, s, "b", 2, 2, 2) // b full
+	ubComplete(t, s, run[0])                // b full: slot on the row (running 1)
 	more := ubClaimAll(t, s, "w1", 1, "qb")
 	if len(more) != 0 {
 		t.Fatalf("claimed %d of b, none pending", len(more))

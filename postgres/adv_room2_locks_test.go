@@ -30,12 +30,7 @@ func TestAdvRoom2UpgradeBesideForUpdateWaiter(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
-	keyJobs(t, s, "a", "qa", 4)
-	run := ubClaimAll(t, s, "w1", 2, "qa") // a full
-	if len(run) != 2 {
-		t.Fatalf("claimed %d, want 2", len(run))
-	}
+	run := keyWithRunning(t, s, "a", 2, 4, 2) // a full
 	before := adv2Deadlocks(t, s.Pool())
 	t2, err := s.Pool().Begin(ctx)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/postgres"
 )
 
 // A statement that ends running jobs of a key with room (its row's running
@@ -23,12 +24,7 @@ func TestClaimBesideACompletionOfAKeyWithRoom(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 3})
-	keyJobs(t, s, "a", "qa", 3)
-	got := ubClaimAll(t, s, "w1", 1, "qa")
-	if len(got) != 1 {
-		t.Fatalf("claimed %d jobs, want 1", len(got))
-	}
+	got := keyWithRunning(t, s, "a", 3, 3, 1)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +58,7 @@ func TestCompletionBesideAClaimFillingTheKey(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
-	keyJobs(t, s, "a", "qa", 5)
-	first := ubClaimAll(t, s, "w1", 1, "qa") // a: 1 of 2
-	if len(first) != 1 {
-		t.Fatalf("claimed %d jobs, want 1", len(first))
-	}
+	first := keyWithRunning(t, s, "a", 2, 5, 1) // a: 1 of 2
 	claiming := newStall(t, s, "claim.group_heads")
 	var second []*readpast.Job
 	claimed := async(func() (err error) {
@@ -102,13 +93,8 @@ func TestClaimFoldsOnlyCountsItDeletes(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 3})
-	keyJobs(t, s, "a", "qa", 6)
-	running := ubClaimAll(t, s, "w1", 2, "qa") // a: 2 of 3
-	if len(running) != 2 {
-		t.Fatalf("claimed %d jobs, want 2", len(running))
-	}
-	ubComplete(t, s, running[0]) // counted aside: a's row reads 2, less 1
+	running := keyWithRunning(t, s, "a", 3, 6, 2) // a: 2 of 3
+	ubComplete(t, s, running[0])                // counted aside: a's row reads 2, less 1
 	if r := ubRowOf(t, s, "a"); r.running != 2 || r.counts != 1 {
 		t.Fatalf("a's row: running %d counts %d; want 2, 1", r.running, r.counts)
 	}
@@ -145,12 +131,7 @@ func TestCompletionJudgesTheRowItLocks(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
-	keyJobs(t, s, "a", "qa", 4)
-	one := ubClaimAll(t, s, "w1", 1, "qa") // a: 1 of 2
-	if len(one) != 1 {
-		t.Fatalf("claimed %d jobs, want 1", len(one))
-	}
+	one := keyWithRunning(t, s, "a", 2, 4, 1) // a: 1 of 2
 	finishing := newStall(t, s, "finish.key_share")
 	done := async(func() error {
 		return first(finishing.store.Complete(ctx, []readpast.Completion{{ID: one[0].ID, Token: one[0].Token}}))
@@ -180,12 +161,7 @@ func TestAdvRoomFullInTheSnapshot(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
-	keyJobs(t, s, "a", "qa", 4)
-	run := ubClaimAll(t, s, "w1", 2, "qa") // a full
-	if len(run) != 2 {
-		t.Fatalf("claimed %d, want 2", len(run))
-	}
+	run := keyWithRunning(t, s, "a", 2, 4, 2) // a full
 	st := newStall(t, s, "complete.before_locks")
 	tx, err := st.store.Pool().Begin(ctx)
 	if err != nil {
@@ -228,12 +204,7 @@ func TestAdvRoomRepeatableRead(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	defer s.Close()
-	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 2})
-	keyJobs(t, s, "a", "qa", 4)
-	one := ubClaimAll(t, s, "w1", 1, "qa")
-	if len(one) != 1 {
-		t.Fatalf("claimed %d, want 1", len(one))
-	}
+	one := keyWithRunning(t, s, "a", 2, 4, 1)
 	tx, err := s.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -259,4 +230,18 @@ func TestAdvRoomRepeatableRead(t *testing.T) {
 		t.Errorf("a claim after a Tidy took %d of a (1 of 2 running), want 1", n)
 	}
 	checkGroups(t, s)
+}
+
+// keyWithRunning puts a limit of concurrency limit on key, enqueues jobs of it
+// to queue "q"+key and claims running of them at once (worker w1), which
+// it returns: the key then has running of limit slots taken.
+func keyWithRunning(t *testing.T, s *postgres.Store, key string, limit, jobs, running int) []*readpast.Job {
+	t.Helper()
+	putLimit(t, s, readpast.Limit{Key: key, Concurrency: limit})
+	keyJobs(t, s, key, "q"+key, jobs)
+	got := ubClaimAll(t, s, "w1", running, "q"+key)
+	if len(got) != running {
+		t.Fatalf("claimed %d jobs of %s, want %d", len(got), key, running)
+	}
+	return got
 }

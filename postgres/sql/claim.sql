@@ -24,15 +24,15 @@
 --   LOCKED, with their newest running count and limit: max_running, the
 --   rate as interval_us (0: none), burst and tat (the bucket's
 --   theoretical arrival time; docs/design/flow-control.md), and weight.
--- locked_freed / locked_folds: the freed-slot counts of the bounded keys
---   locked (migrations/0025), deleted, and subtracted from their running
---   counts in decided and bumped: only the counts this DELETE removed,
---   not those the snapshot shows, which a fold committed since the
---   snapshot may already have subtracted from the row locked
---   (TestClaimFoldsOnlyCountsItDeletes). Only holders of a key's row
---   delete its counts, so the DELETE waits for nobody. Keys without a
---   bound are never full, and their counts wait for Tidy. more_freed /
---   more_folds do the same for later keys.
+-- locked_freed / locked_folds (fragment fold_locked): the freed-slot
+--   counts of the bounded keys locked (migrations/0025), deleted, and
+--   subtracted from their running counts in decided and bumped: only
+--   the counts this DELETE removed, not those the snapshot shows, which
+--   a fold committed since the snapshot may already have subtracted from
+--   the row locked (TestClaimFoldsOnlyCountsItDeletes). Only holders of
+--   a key's row delete its counts, so the DELETE waits for nobody. Keys
+--   without a bound are never full, and their counts wait for Tidy.
+--   more_locked_freed / more_locked_folds do the same for later keys.
 -- new_keys / new_groups: marked keys that have no row in this snapshot
 --   (looked up in one object of the keys with rows, as taken below).
 --   This claim creates their rows, under a try-lock on the key that every
@@ -206,14 +206,7 @@ locked AS (
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM marked))
     FOR NO KEY UPDATE SKIP LOCKED
 ),
-locked_freed AS (
-    DELETE FROM readpast_key_freed f
-    WHERE f.group_key = ANY (ARRAY(SELECT group_key FROM locked WHERE max_running < 2147483647))
-    RETURNING f.group_key, f.n
-),
-locked_folds AS (
-    SELECT group_key, sum(n)::int AS n FROM locked_freed GROUP BY group_key
-),
+{{template "fold_locked" "locked"}},
 new_keys AS (
     SELECT group_key
     FROM marked m
@@ -297,14 +290,7 @@ more_locked AS (
     WHERE group_key = ANY (ARRAY(SELECT group_key FROM more_needed))
     FOR NO KEY UPDATE SKIP LOCKED
 ),
-more_freed AS (
-    DELETE FROM readpast_key_freed f
-    WHERE f.group_key = ANY (ARRAY(SELECT group_key FROM more_locked WHERE max_running < 2147483647))
-    RETURNING f.group_key, f.n
-),
-more_folds AS (
-    SELECT group_key, sum(n)::int AS n FROM more_freed GROUP BY group_key
-),
+{{template "fold_locked" "more_locked"}},
 more_new_keys AS (
     SELECT group_key
     FROM more_needed m
@@ -328,7 +314,7 @@ more_decided AS (
            {{template "key_takes" "t.at"}} AS takes,
            g.interval_us, g.burst, g.tat
     FROM (SELECT l.group_key, l.running - coalesce(f.n, 0) AS running, l.max_running, l.interval_us, l.burst, l.tat
-          FROM more_locked l LEFT JOIN more_folds f USING (group_key)
+          FROM more_locked l LEFT JOIN more_locked_folds f USING (group_key)
           UNION ALL
           SELECT group_key, running, max_running, interval_us, burst, tat FROM more_new) g
     CROSS JOIN claim_time t
@@ -428,7 +414,7 @@ taken AS (
     SELECT coalesce((SELECT jsonb_object_agg(group_key, n) FROM counts), '{}') AS n,
            coalesce((SELECT jsonb_object_agg(group_key, n) FROM firsts), '{}') AS f,
            coalesce((SELECT jsonb_object_agg(group_key, n)
-                     FROM (SELECT group_key, n FROM locked_folds UNION ALL SELECT group_key, n FROM more_folds) x),
+                     FROM (SELECT group_key, n FROM locked_folds UNION ALL SELECT group_key, n FROM more_locked_folds) x),
                     '{}') AS folded
 ),
 bumped AS (

@@ -12,6 +12,13 @@ key_takes is how many jobs a key row g (running, max_running,
 interval_us, burst, tat) gives a claim of $3 at the time of its argument:
 its free slots, the tokens its bucket has then, and $3, whichever is
 least.
+
+fold_locked defines two CTEs for the key rows of the CTE named by its
+argument (group_key, max_running), which the claim has locked:
+<name>_freed deletes the freed-slot counts of those with a bound and
+<name>_folds sums what that DELETE removed per key, which is all the
+claim may subtract from the rows' running (a count committed after the
+statement's snapshot is left for the next holder of the row).
 */}}{{define "missing_keys"}}CASE WHEN NOT (SELECT coalesce(jsonb_object_agg(group_key, true), '{}')
                          FROM readpast_groups
                          WHERE group_key = ANY (ARRAY(SELECT group_key FROM {{.}}))) ? m.group_key
@@ -20,4 +27,11 @@ least.
                  CASE WHEN g.interval_us = 0 THEN $3
                  ELSE greatest(floor((g.burst * g.interval_us
                          - greatest(extract(epoch FROM g.tat - {{.}}) * 1000000, 0)) / g.interval_us), 0)::bigint
-                 END){{end}}
+                 END){{end}}{{define "fold_locked"}}{{.}}_freed AS (
+    DELETE FROM readpast_key_freed f
+    WHERE f.group_key = ANY (ARRAY(SELECT group_key FROM {{.}} WHERE max_running < 2147483647))
+    RETURNING f.group_key, f.n
+),
+{{.}}_folds AS (
+    SELECT group_key, sum(n)::int AS n FROM {{.}}_freed GROUP BY group_key
+){{end}}
