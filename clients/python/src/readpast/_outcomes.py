@@ -88,6 +88,7 @@ class _Outcomes:
     counts: Dict[str, int]
     _cond: threading.Condition
     _completer: Completer
+    _gave_up: threading.Event
 
     def _beat(self, run: _Run) -> bool:
         """Extends the lease; False when the claim is gone (the handler's
@@ -197,12 +198,13 @@ class _Outcomes:
             self._count("discarded" if discard else "failed")
 
     def _call(self, job: Job, what: str, fn: Callable[[], Any], lease_end: float,
-              reraise: Tuple[Type[BaseException], ...] = ()) -> Any:
+              reraise: Tuple[Type[BaseException], ...] = (), grace: float = 1.0) -> Any:
         """Calls fn, retrying what may pass (no connection, 429, 5xx) until
-        the lease ends. Returns its answer, or None when it was refused
-        (the claim is gone) or given up on; raises the errors in
+        the lease ends (or grace seconds from now, if later), and not once
+        the shutdown gave up. Returns its answer, or None when it was
+        refused (the claim is gone) or given up on; raises the errors in
         reraise."""
-        deadline = max(lease_end, time.monotonic() + 1.0)
+        deadline = max(lease_end, time.monotonic() + grace)
         backoff = 0.1
         while True:
             try:
@@ -220,7 +222,7 @@ class _Outcomes:
                 pause = backoff
                 if isinstance(e, APIError) and e.retry_after:
                     pause = max(pause, e.retry_after)
-                if not passing or time.monotonic() + pause > deadline:
+                if not passing or time.monotonic() + pause > deadline or self._gave_up.is_set():
                     self.log.error("worker %s: job %d: %s: %s (given up: the lease will expire and the job "
                                    "run again)", self.name, job.id, what, e)
                     return None

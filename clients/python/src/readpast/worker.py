@@ -7,16 +7,15 @@ import os
 import queue
 import random
 import signal
-import ssl
 import socket
 import threading
 import time
 import traceback
-from types import FrameType
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._completer import Completer
-from ._outcomes import _Outcome, _Outcomes, _Run
+from ._outcomes import _Outcome, _Run
+from ._stopping import _POLL, _Stopping
 from .client import Client
 from .errors import (
     ForbiddenError,
@@ -32,9 +31,6 @@ from .models import Job
 __all__ = ["Worker"]
 
 log = logging.getLogger("readpast.worker")
-
-# How often the waiting threads look at the stop flag a signal sets.
-_POLL = 0.1
 
 # The pause after a claim that found nothing, when claims do not wait
 # (wait_seconds=0).
@@ -53,19 +49,7 @@ _GATHER = 0.005
 _CLAIM_BACKOFF_MIN = 0.05
 _CLAIM_BACKOFF_MAX = 0.8
 
-# How long a claim's answer may take to end once a stop half-closed its
-# connection: an answer the server sent before it saw the client go has
-# come by then. Past it the connection is shut for reading too, and the
-# answer's jobs, if any were on their way, run again when their lease
-# ends.
-_HALF_CLOSED = 3.0
-
-# How long a release at shutdown is tried (each request within it): past
-# it, the job runs again when its lease ends, and run() returns.
-_RELEASE_WAIT = 5.0
-
-
-class Worker(_Outcomes):
+class Worker(_Stopping):
     """Runs jobs of ``queues`` with ``handlers`` (a mapping of job kind to
     :data:`Handler`), up to ``concurrency`` at once, each in a thread
     (threads are reused from job to job).
@@ -175,6 +159,10 @@ class Worker(_Outcomes):
         self._watching = False  # guarded by _cond
         self._stopping = threading.Event()
         self._stop_deadline: Optional[float] = None  # guarded by _cond
+        self._stop_at: Optional[float] = None  # when the stop came; guarded by _cond
+        self._releasing = 0  # releases of jobs claimed while stopping; guarded by _cond
+        self._release_until = 0.0  # when the last release at shutdown gives up; guarded by _cond
+        self._gave_up = threading.Event()  # the shutdown gave up what was still out
         self._signals = 0  # set by the signal handler, read by run()
         self._conn: Any = None  # the claim's connection while it waits; guarded by _conn_lock
         self._conn_lock = threading.Lock()
@@ -226,6 +214,8 @@ class Worker(_Outcomes):
                 previous[sig] = signal.signal(sig, self._on_signal)
         try:
             self.log.info("worker %s: waiting for jobs on %s", self.name, ", ".join(self.queues))
+            self._gave_up.clear()
+            self._release_until = 0.0
             claimer = threading.Thread(target=self._claim_loop, name="readpast-claim", daemon=True)
             claimer.start()
             seen = 0
@@ -235,9 +225,9 @@ class Worker(_Outcomes):
                     self.log.info("worker %s: signal received; stopping", self.name)
                     self.stop(timeout=0 if seen > 1 else None)
                 if self._stopping.is_set():
-                    self._abort_claim()
+                    break  # the shutdown ends the claim, and does not wait for it to begin
                 claimer.join(_POLL)
-            self._shutdown(lambda: self._signals != seen)
+            self._shutdown(claimer, lambda: self._signals != seen)
         finally:
             for sig, h in previous.items():
                 signal.signal(sig, h)
@@ -245,8 +235,9 @@ class Worker(_Outcomes):
                 # Ready to run again, as the TypeScript Worker is: a stop
                 # from now on applies to the next run.
                 self._running = False
-                self._stopping.clear()
+                self._stopping = threading.Event()
                 self._stop_deadline = None
+                self._stop_at = None
                 self._signals = 0
         fatal, self._fatal = self._fatal, None
         if fatal is not None:
@@ -268,9 +259,12 @@ class Worker(_Outcomes):
         installs its own."""
         wait = self.shutdown_timeout if timeout is None else max(0.0, timeout)
         with self._cond:
-            deadline = time.monotonic() + wait
+            now = time.monotonic()
+            deadline = now + wait
             if self._stop_deadline is None or deadline < self._stop_deadline:
                 self._stop_deadline = deadline
+            if self._stop_at is None:
+                self._stop_at = now
             self._stopping.set()
             self._cond.notify_all()
         self._abort_claim()
@@ -285,68 +279,6 @@ class Worker(_Outcomes):
         with self._cond:
             return sorted(self._runs)
 
-    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        # Only a counter: a signal handler must not take locks the main
-        # thread may hold. run() sees it within _POLL, and the claim's
-        # socket is shut so that its long poll ends.
-        self._signals += 1
-        self._abort_claim(blocking=False)
-
-    def _abort_claim(self, blocking: bool = True) -> None:
-        """Ends the claim's long poll by closing the sending side of its
-        socket: the server sees the client go, claims nothing more for it,
-        and releases what it claimed but had not answered yet. The socket
-        stays open for reading, so that an answer the server had already
-        sent (jobs claimed an instant before) still arrives, and its jobs
-        are released unrun (_release_unstarted); shut for reading too, the
-        answer would be dropped and its jobs left running for no one until
-        their lease ran out. The answer may take _HALF_CLOSED to end; then
-        _cut_claim shuts the socket for reading too, so that neither a
-        server nor a middlebox that stalls keeps the stop waiting for the
-        request's timeout. A TLS socket cannot be half-closed, and is shut
-        both ways. Only while the claim's request runs: once its answer is
-        read the transport lets go of the connection. A connection still
-        opening is left to its connect timeout (5 s). The signal handler
-        passes blocking=False: it must not wait for a lock its own thread
-        holds."""
-        if not self._conn_lock.acquire(blocking):
-            return  # run() stops the worker, and aborts, within _POLL
-        try:
-            conn = self._conn
-            sock = getattr(conn, "sock", None)
-            if sock is not None and not getattr(conn, "readpast_shut", False):
-                how = socket.SHUT_RDWR if isinstance(sock, ssl.SSLSocket) else socket.SHUT_WR
-                try:
-                    sock.shutdown(how)
-                except OSError:
-                    pass
-                # Never back into the pool: the server answers a client it
-                # saw go without saying it closes (Transport._request).
-                conn.readpast_shut = True
-                if how == socket.SHUT_WR:
-                    cut = threading.Timer(_HALF_CLOSED, self._cut_claim, (conn,))
-                    cut.daemon = True
-                    cut.start()
-        finally:
-            self._conn_lock.release()
-
-    def _cut_claim(self, conn: Any) -> None:
-        """Shuts the claim's connection both ways if its answer has not
-        ended _HALF_CLOSED after the stop half-closed it: the claim then
-        fails at once, instead of waiting for its timeout."""
-        with self._conn_lock:
-            sock = getattr(conn, "sock", None)
-            if self._conn is not conn or sock is None:
-                return
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def _set_conn(self, conn: Any) -> None:
-        with self._conn_lock:
-            self._conn = conn
-
     # ---- claiming --------------------------------------------------------
 
     def _claim_loop(self) -> None:
@@ -358,22 +290,25 @@ class Worker(_Outcomes):
             self.stop()
 
     def _claim_until_stopped(self) -> None:
+        # This run's: a claimer the shutdown gave up on never claims for
+        # the next run.
+        stopping = self._stopping
         backoff = 0.0
-        while not self._stopping.is_set():
+        while not stopping.is_set():
             with self._cond:
-                while len(self._runs) >= self.concurrency and not self._stopping.is_set():
+                while len(self._runs) >= self.concurrency and not stopping.is_set():
                     self._cond.wait(_POLL * 5)
                 # Busy: wait a moment for a quarter of the slots, so that one
                 # claim takes several jobs instead of one claim per job.
                 until = time.monotonic() + _GATHER
                 while (self.concurrency - len(self._runs) < self._claim_min
-                       and not self._stopping.is_set()):
+                       and not stopping.is_set()):
                     left = until - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
                 free = self.concurrency - len(self._runs)
-            if self._stopping.is_set():
+            if stopping.is_set():
                 break
             started = time.monotonic()
             try:
@@ -386,58 +321,37 @@ class Worker(_Outcomes):
                 self.stop()
                 break
             except ReadpastError as e:
-                if self._stopping.is_set():
+                if stopping.is_set():
                     break
                 if self._signals:
                     # The signal handler shut the long poll's socket: run()
                     # stops the worker within _POLL.
-                    self._stopping.wait(_POLL)
+                    stopping.wait(_POLL)
                     continue
                 backoff = min(max(backoff * 2, _CLAIM_BACKOFF_MIN), _CLAIM_BACKOFF_MAX)
                 pause = random.uniform(backoff / 2, backoff)
                 if isinstance(e, TooManyAttemptsError) and e.retry_after:
                     pause = max(pause, e.retry_after)  # the server's throttle: wait as told
                 self.log.warning("worker %s: claim: %s; trying again in %.2fs", self.name, e, pause)
-                self._stopping.wait(pause)
+                stopping.wait(pause)
                 continue
             finally:
                 self._set_conn(None)
             if not jobs and self.wait_seconds == 0:
-                self._stopping.wait(_IDLE_POLL)  # no long poll: do not spin
+                stopping.wait(_IDLE_POLL)  # no long poll: do not spin
             lease_end = started + self.lease_seconds
-            for job in jobs:
-                with self._cond:
-                    self.counts["claimed"] += 1
-                    stopping = self._stopping.is_set()
-                if stopping:
-                    self._release_unstarted(job, lease_end)
+            with self._cond:
+                # Under the lock stop() sets the flag under: once the
+                # shutdown began, no job starts.
+                self.counts["claimed"] += len(jobs)
+                if stopping.is_set():
+                    unstarted, jobs = jobs, []
                 else:
-                    self._start(job, lease_end)
-
-    def _release_running(self, run: _Run) -> None:
-        """Releases a job still running at the shutdown deadline: its
-        handler's context is cancelled and its outcome dropped."""
-        job = run.job
-        try:
-            run.ctx._cancel("the worker stopped and released the job")
-            self.log.warning("worker %s: job %d still running at the shutdown deadline; releasing it",
-                             self.name, job.id)
-            if self._release(job, run.lease_end):
-                self._count("released")
-        finally:
-            self._end(run)
-
-    def _release_unstarted(self, job: Job, lease_end: float) -> None:
-        self.log.info("worker %s: job %d claimed while stopping; releasing it", self.name, job.id)
-        if self._release(job, lease_end):
-            self._count("released")
-
-    def _release(self, job: Job, lease_end: float) -> bool:
-        """Releases job at shutdown, trying for _RELEASE_WAIT at most (its
-        lease ends anyway); reports whether it was released."""
-        until = min(lease_end, time.monotonic() + _RELEASE_WAIT)
-        return self._call(job, "release", lambda: self.client.release(
-            job.id, job.token or "", timeout=_RELEASE_WAIT), until) is not None
+                    unstarted = []
+                    for job in jobs:
+                        self._start(job, lease_end)
+            if unstarted:
+                self._release_unstarted(unstarted, lease_end)
 
     def _start(self, job: Job, lease_end: float) -> None:
         timeout = self._timeouts.get(job.kind) or self.handler_timeout
@@ -581,35 +495,3 @@ class Worker(_Outcomes):
             self._timed_out(run, run.timeout or 0.0)
         finally:
             self._end(run)
-
-    # ---- stopping --------------------------------------------------------
-
-    def _shutdown(self, signalled_again: Callable[[], bool]) -> None:
-        """Waits for the running jobs until the stop deadline (a second
-        signal ends the wait), releases those still running, and waits
-        until every outcome and release is sent."""
-        with self._cond:
-            if self._runs:
-                self.log.info("worker %s: waiting for %d running job(s)", self.name, len(self._runs))
-            while self._runs:
-                deadline = self._stop_deadline if self._stop_deadline is not None else time.monotonic()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(min(left, _POLL))
-                if signalled_again():
-                    self._stop_deadline = time.monotonic()
-            still = [run for run in self._runs.values() if run.decide()]
-        releasers = [threading.Thread(target=self._release_running, args=(run,), name="readpast-release",
-                                      daemon=True) for run in still]
-        for t in releasers:
-            t.start()
-        with self._cond:
-            while self._runs:  # the outcomes being sent, and the releases
-                self._cond.wait(_POLL)
-            self._watching = False
-            self._watch.notify_all()
-            for _ in range(self._idle):
-                self._work.put(None)
-            self._idle = 0
-        self.log.info("worker %s: stopped", self.name)

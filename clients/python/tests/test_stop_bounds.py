@@ -1,0 +1,269 @@
+"""The bounds of a worker's stop when the server misbehaves: releases at
+shutdown go out all at once and each gives up within its 5 s, retries
+included; outcomes still unsent 5 s past the stop deadline are given up;
+and the stop deadline applies to running jobs while a claim stalls. A
+proxy in front of the server stalls, trickles or holds the answers of
+chosen requests."""
+
+import logging
+import os
+import socket
+import threading
+import time
+import unittest
+import urllib.parse
+from typing import List, Optional, Tuple
+
+import support
+from support import unique, wait_until
+
+import readpast
+
+
+def setUpModule() -> None:
+    support.server_url()
+
+
+class RuleProxy:
+    """A proxy in front of the server that reads each request and, by the
+    first rule whose text its path contains (each rule for its first n
+    requests, or all), passes it on ("pass"), never answers it ("stall"),
+    answers a status line and then a byte a second ("trickle"), answers
+    503 with Retry-After: 4 itself ("busy"), or passes it on and holds the
+    answer until the client closes its sending side ("hold")."""
+
+    def __init__(self, target: str, rules: List[Tuple[str, str, Optional[int]]]) -> None:
+        parts = urllib.parse.urlsplit(target)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.rules = [list(r) for r in rules]
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.seen: List[Tuple[float, str, str]] = []  # (time, path, action)
+        self.ln = socket.socket()
+        self.ln.bind(("127.0.0.1", 0))
+        self.ln.listen()
+        self.url = "http://127.0.0.1:%d" % self.ln.getsockname()[1]
+        self.socks: List[socket.socket] = [self.ln]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.closed.set()
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def _action(self, path: str) -> str:
+        with self.lock:
+            for rule in self.rules:
+                if rule[0] in path:
+                    if rule[2] is None:
+                        act = str(rule[1])
+                    elif rule[2] > 0:
+                        rule[2] -= 1
+                        act = str(rule[1])
+                    else:
+                        continue
+                    break
+            else:
+                act = "pass"
+            self.seen.append((time.monotonic(), path, act))
+            return act
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.ln.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.socks.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c: socket.socket) -> None:
+        r = c.makefile("rb")
+        try:
+            while True:
+                head = _read_head(r)
+                if head is None:
+                    return
+                body = r.read(_length(head))
+                path = head.split(b" ", 2)[1].decode()
+                act = self._action(path)
+                if act == "stall":
+                    self.closed.wait()
+                    return
+                if act == "trickle":
+                    c.sendall(b"HTTP/1.1 200 OK\r\n")
+                    while not self.closed.wait(1.0):
+                        c.sendall(b"X")
+                    return
+                if act == "busy":
+                    msg = b'{"error":{"code":"unavailable","message":"busy"}}'
+                    c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 4\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
+                    continue
+                up = socket.create_connection(self.target)
+                with self.lock:
+                    self.socks.append(up)
+                up.sendall(head + body)
+                ur = up.makefile("rb")
+                answer = _read_head(ur) or b""
+                answer += _read_body(ur, answer)
+                up.close()
+                if act == "hold":
+                    while c.recv(1):  # until the client's half-close
+                        pass
+                c.sendall(answer)
+                if act == "hold":
+                    return
+        except (OSError, ValueError):
+            return
+        finally:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+def _read_head(r) -> Optional[bytes]:  # type: ignore[no-untyped-def]
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = r.readline()
+        if not line:
+            return None
+        head += line
+    return head
+
+
+def _read_body(r, head: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    """The body after head as sent: Content-Length bytes, or chunks."""
+    if b"\r\ntransfer-encoding: chunked" not in head.lower():
+        return r.read(_length(head))
+    body = b""
+    while True:
+        line = r.readline()
+        body += line
+        n = int(line.strip().split(b";")[0], 16)
+        body += r.read(n + 2)
+        if n == 0:
+            return body
+
+
+def _length(head: bytes) -> int:
+    for line in head.split(b"\r\n")[1:]:
+        if line.lower().startswith(b"content-length:"):
+            return int(line.split(b":", 1)[1])
+    return 0
+
+
+class StopBounds(unittest.TestCase):
+    def setUp(self) -> None:
+        self.direct = support.client()
+        self.addCleanup(self.direct.close)
+        self.queue = unique("bounds")
+        self.quiet = logging.getLogger("readpast.test.bounds")
+        self.quiet.disabled = True
+
+    def _via(self, rules: List[Tuple[str, str, Optional[int]]], timeout: float = 30.0) -> readpast.Client:
+        proxy = RuleProxy(support.server_url(), rules)
+        self.addCleanup(proxy.close)
+        self.proxy = proxy
+        via = readpast.Client(proxy.url, token=os.environ.get("READPAST_TOKEN"), timeout=timeout)
+        self.addCleanup(via.close)
+        return via
+
+    def _stop_and_time(self, w: readpast.Worker, t: threading.Thread, timeout: Optional[float] = None,
+                       cap: float = 30.0) -> float:
+        began = time.monotonic()
+        w.stop(timeout)
+        t.join(cap)
+        took = time.monotonic() - began
+        self.assertFalse(t.is_alive(), "run() had not returned %.0f s after the stop" % cap)
+        return took
+
+    def test_a_claim_answered_after_the_stop_releases_its_jobs_all_at_once(self) -> None:
+        # The server claims 4 jobs at once; the proxy delivers its answer
+        # when the stop half-closes the claim, and stalls every release.
+        for i in range(4):
+            self.direct.enqueue("k", {"i": i}, queue=self.queue)
+        via = self._via([("/claim", "hold", 1), ("/release", "stall", None)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, concurrency=4, wait_seconds=20,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: len(self.direct.list_jobs(queue=self.queue, state="running").jobs) == 4,
+                   "the server to claim the jobs")
+        took = self._stop_and_time(w, t)
+        # Released one after another, each given its 5 s, they took 20 s.
+        self.assertLess(took, 8.5, "the releases of the answer's jobs went one after another")
+        self.assertEqual(len([s for s in self.proxy.seen if "/release" in s[1]]), 4)
+
+    def test_a_release_that_trickles_is_given_up_within_its_bound(self) -> None:
+        job = self.direct.enqueue("k", queue=self.queue)
+        via = self._via([("/release", "trickle", None)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: ctx.cancelled.wait(60)}, wait_seconds=1,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: job.id in w.running_jobs(), "the job to run")
+        # A timeout of each read, not of the request: a byte a second held
+        # the release, and run(), for as long as the server went on.
+        took = self._stop_and_time(w, t, cap=20)
+        self.assertLess(took, 8.5)
+
+    def test_the_retries_of_a_release_share_its_bound(self) -> None:
+        job = self.direct.enqueue("k", queue=self.queue)
+        via = self._via([("/release", "busy", 1), ("/release", "stall", None)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: ctx.cancelled.wait(60)}, wait_seconds=1,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: job.id in w.running_jobs(), "the job to run")
+        took = self._stop_and_time(w, t)
+        # The retry, 4 s on, was given 5 s of its own: 9 s.
+        self.assertLess(took, 7.5, "the retry after Retry-After was given a bound of its own")
+        self.assertEqual(len([s for s in self.proxy.seen if "/release" in s[1]]), 2)
+
+    def test_outcomes_still_unsent_past_the_grace_are_given_up(self) -> None:
+        job = self.direct.enqueue("k", queue=self.queue)
+        go = threading.Event()
+        via = self._via([("/complete", "stall", None)], timeout=10)
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: go.wait(30) and "done"}, wait_seconds=1,
+                            lease_seconds=10, shutdown_timeout=1, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: job.id in w.running_jobs(), "the job to run")
+        threading.Timer(0.5, go.set).start()  # the handler ends before the stop deadline
+        took = self._stop_and_time(w, t)
+        # The batch's request timeout, then the job's own completion tried
+        # again past its lease: 20.5 s.
+        self.assertLess(took, 9.0, "run() waited for the completion's request timeouts")
+        self.assertEqual(w.counts["succeeded"], 0)
+
+    def test_a_stop_releases_running_jobs_at_its_deadline_while_a_claim_stalls(self) -> None:
+        job = self.direct.enqueue("k", queue=self.queue)
+        cancelled = threading.Event()
+        stopped_at: List[float] = []
+
+        def handler(ctx: readpast.JobContext) -> None:
+            ctx.cancelled.wait(60)
+            stopped_at.append(time.monotonic())
+            cancelled.set()
+
+        # The worker's second claim (its free slot's) is never answered,
+        # whatever the client sends.
+        via = self._via([("/claim", "pass", 1), ("/claim", "stall", None)])
+        w = readpast.Worker(via, [self.queue], {"k": handler}, concurrency=2, wait_seconds=20,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: job.id in w.running_jobs(), "the job to run")
+        wait_until(lambda: len([s for s in self.proxy.seen if "/claim" in s[1]]) >= 2, "the second claim")
+        began = time.monotonic()
+        self._stop_and_time(w, t)
+        self.assertTrue(cancelled.wait(5))
+        # The shutdown began once the claim had ended, 3 s on.
+        self.assertLess(stopped_at[0] - began, 1.5, "stop(0) waited for the stalled claim to release the job")
+        self.assertEqual(self.direct.get_job(job.id).state, "pending")
+
+
+if __name__ == "__main__":
+    unittest.main()
