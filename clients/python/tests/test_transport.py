@@ -3,7 +3,10 @@ themselves, and the bearer token trimmed, or refused without showing it.
 No server needed."""
 
 import json
+import threading
 import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from support import readpast
 from readpast._transport import _encode
@@ -36,3 +39,30 @@ class Tokens(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class EmptyAnswers(unittest.TestCase):
+    def test_an_empty_answer_where_one_is_due_is_a_transport_error(self) -> None:
+        # A server or proxy that answers 200 and no body (an answer cut
+        # short) gets the error a worker retries, not a TypeError.
+        class Empty(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        c = readpast.Client("http://127.0.0.1:%d" % server.server_address[1], timeout=5)
+        self.addCleanup(c.close)
+        with self.assertRaises(readpast.TransportError) as e:
+            c.release(1, "t")
+        self.assertIn("empty", str(e.exception))
+        # A claim's empty answer is the server's to a client it saw go.
+        self.assertEqual(c._claim("w", ["default"], 1, 30.0, 0, lambda conn: None, False), [])

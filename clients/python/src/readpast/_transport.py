@@ -101,9 +101,12 @@ class Transport:
         headers: Optional[Mapping[str, str]] = None,
         timeout: Optional[float] = None,
         hook: Optional[ConnHook] = None,
+        empty_ok: bool = False,
     ) -> Any:
         """Sends one request and returns its decoded JSON answer (None for
-        204), or raises APIError or TransportError."""
+        204, and for an empty answer when empty_ok), or raises APIError or
+        TransportError (an empty answer of another status among them: one
+        cut short, which the caller may try again)."""
         target = self._path + path
         if query:
             target += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -153,8 +156,10 @@ class Transport:
             conn.close()
         if status >= 300:
             raise self._error(status, raw, retry_after)
-        if status == 204 or not raw:
+        if status == 204 or (not raw and empty_ok):
             return None
+        if not raw:
+            raise TransportError("%s %s: the answer (%d) is empty" % (method, path, status))
         try:
             return json.loads(raw.decode("utf-8"))
         except ValueError as e:

@@ -368,7 +368,8 @@ class Client(BatchCalls):
             wait_seconds=wait_seconds or None,
             parent_results=True if parent_results else None,
         )
-        d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook)
+        d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook,
+                          empty_ok=True)
         if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
             return []
         return [Job.from_json(j) for j in d["jobs"]]
