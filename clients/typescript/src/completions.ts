@@ -26,20 +26,24 @@ interface PendingCompletion {
  * A batch that fails as a whole, or a server without the batch route,
  * leaves the completions to be sent alone (with the retries of a single
  * completion); once the server showed it has no batch route, every later
- * one goes alone at once.
+ * one goes alone at once. A batch's request ends when the signal of the
+ * moment (the worker's, which its shutdown aborts once the time for
+ * outcomes is up) aborts.
  */
 export class BatchCompleter {
   readonly #client: Client;
   readonly #noRoute: () => void;
+  readonly #signal: () => AbortSignal;
   #pending: PendingCompletion[] = [];
   #sending = false;
   #noBatchRoute = false;
 
   /** `noRoute` is called once, when the server turns out to have no batch
-   * route. */
-  constructor(client: Client, noRoute: () => void) {
+   * route; `signal` gives the signal each batch's request is sent with. */
+  constructor(client: Client, noRoute: () => void, signal: () => AbortSignal) {
     this.#client = client;
     this.#noRoute = noRoute;
+    this.#signal = signal;
   }
 
   /** Resolves once the job's completion was written ("done") or refused
@@ -64,6 +68,7 @@ export class BatchCompleter {
         try {
           const results = await this.#client.completeMany(
             batch.map((p) => ({ id: p.id, token: p.token, result: p.value })),
+            { signal: this.#signal() },
           );
           batch.forEach((p, i) => {
             const r = results[i];

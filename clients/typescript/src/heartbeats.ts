@@ -1,6 +1,8 @@
 // A running job's heartbeats: when each is sent, how long it waits for its
 // answer, and when one that failed is sent again.
 
+import { TIMED_OUT } from "./send.js";
+
 /** The shortest time from one heartbeat's start to the next after it failed. */
 const RETRY_MIN_MS = 100;
 
@@ -12,8 +14,9 @@ export type Beat = { type: "ok" } | { type: "lost"; reason: string } | { type: "
 export interface HeartbeatPlan {
   /** The time from one heartbeat's start to the next one's. */
   intervalMs: number;
-  /** Sends one heartbeat, waiting at most timeoutMs for its answer. */
-  beat: (timeoutMs: number) => Promise<Beat>;
+  /** Sends one heartbeat, waiting at most timeoutMs for its answer, and
+   * ending at once when signal aborts. */
+  beat: (timeoutMs: number, signal: AbortSignal) => Promise<Beat>;
   /** When the job's lease ends now (Date.now() time). */
   leaseEnd: () => number;
   /** Called once, when a heartbeat found the claim lost; no more are sent. */
@@ -21,7 +24,8 @@ export interface HeartbeatPlan {
 }
 
 /**
- * Heartbeats a job until the returned function is called. Each heartbeat
+ * Heartbeats a job until the returned function is called, which also ends
+ * a heartbeat still waiting for its answer. Each heartbeat
  * waits at most one interval for its answer, and the next starts one
  * interval after the one before started; so one that got no answer (a
  * connection dropped without a word) is sent again at once, well within
@@ -33,9 +37,10 @@ export function startHeartbeats(plan: HeartbeatPlan): () => void {
   let over = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retry = 0; // the pause before the next heartbeat after failed ones
+  const stopped = new AbortController();
   const heartbeat = async (): Promise<void> => {
     const started = Date.now();
-    const b = await plan.beat(intervalMs);
+    const b = await plan.beat(intervalMs, stopped.signal);
     if (over) return;
     if (b.type === "lost") {
       over = true;
@@ -55,5 +60,7 @@ export function startHeartbeats(plan: HeartbeatPlan): () => void {
   return () => {
     over = true;
     clearTimeout(timer);
+    // Ended as a timeout ends it: at once, so nothing of it outlives the job.
+    stopped.abort(TIMED_OUT);
   };
 }

@@ -47,7 +47,10 @@ export interface Call {
    * after the abort.
    * Through node:http, an abort after the request was sent closes the
    * connection's sending side and waits a moment for an answer already
-   * on its way, which is then the request's answer. */
+   * on its way, which is then the request's answer. An abort whose reason
+   * is TIMED_OUT (the worker's, when the time for a call is up) ends the
+   * request at once, as its timeout does, headers in or not, and it
+   * rejects with a RequestTimeoutError. */
   signal?: AbortSignal | undefined;
   /** Overrides the transport's timeoutMs. */
   timeoutMs?: number | undefined;
@@ -90,10 +93,13 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
   tr.send.check?.(method, url);
 
   const outer = call.signal;
-  outer?.throwIfAborted();
+  const timeoutMs = call.timeoutMs ?? tr.timeoutMs;
+  const cutOff = (cause?: unknown): RequestTimeoutError =>
+    new RequestTimeoutError(`${method} ${path}: no answer in the time left for it`, { cause });
+  if (outer?.aborted) throw outer.reason === TIMED_OUT ? cutOff() : outer.reason;
   const ctrl = new AbortController();
   let timedOut = false;
-  const timeoutMs = call.timeoutMs ?? tr.timeoutMs;
+  let cut = false; // the caller's time is up (an abort with TIMED_OUT)
   const timer = setTimeout(() => {
     timedOut = true;
     ctrl.abort(TIMED_OUT);
@@ -104,6 +110,11 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
   let aborted = false;
   let giveUp: ReturnType<typeof setTimeout> | undefined;
   const onAbort = (): void => {
+    if (outer?.reason === TIMED_OUT) {
+      cut = true;
+      ctrl.abort(TIMED_OUT);
+      return;
+    }
     if (answered) {
       giveUp ??= setTimeout(() => {
         aborted = true;
@@ -117,6 +128,7 @@ export async function request<T>(tr: Transport, method: string, path: string, ca
   outer?.addEventListener("abort", onAbort, { once: true });
   const failed = (e: unknown, what: string): unknown => {
     if (aborted) return outer?.reason;
+    if (cut) return cutOff(e);
     if (timedOut) return new RequestTimeoutError(`${method} ${path}: no answer within ${timeoutMs} ms`, { cause: e });
     return new NetworkError(`${method} ${path}: ${what}: ${describe(e)}`, { cause: e });
   };

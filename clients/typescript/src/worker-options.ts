@@ -1,4 +1,4 @@
-// How a Worker is made, and what it counts.
+// How a Worker is made (its options, checked), and what it counts.
 
 import type { Handler } from "./handler.js";
 import type { OpenTelemetryApi } from "./tracing.js";
@@ -65,3 +65,46 @@ export const defaultLogger: Logger = {
   warn: (m) => console.warn(m),
   error: (m) => console.error(m),
 };
+
+/** A worker's options with their defaults, checked. */
+export interface CheckedOptions {
+  queues: string[];
+  concurrency: number;
+  leaseMs: number;
+  heartbeatMs: number;
+  waitMs: number;
+  shutdownTimeoutMs: number;
+  handlers: Map<string, Handler>;
+}
+
+/** The options with their defaults; throws a TypeError or RangeError
+ * naming the first that is not valid. */
+export function checkOptions(o: WorkerOptions): CheckedOptions {
+  const queues = o.queues ?? ["default"];
+  if (!Array.isArray(queues) || queues.length === 0) {
+    throw new TypeError("queues must be an array of at least one queue name");
+  }
+  const concurrency = o.concurrency ?? 1;
+  if (!Number.isInteger(concurrency) || concurrency < 1) {
+    throw new RangeError("concurrency must be an integer of at least 1");
+  }
+  const leaseMs = o.leaseMs ?? 30_000;
+  if (!(leaseMs > 0)) throw new RangeError("leaseMs must be positive");
+  const heartbeatMs = o.heartbeatMs ?? leaseMs / 3;
+  if (!(heartbeatMs > 0 && heartbeatMs < leaseMs)) {
+    throw new RangeError("heartbeatMs must be positive and shorter than leaseMs");
+  }
+  const waitMs = o.waitMs ?? 20_000;
+  if (!(waitMs >= 0 && waitMs <= 300_000)) throw new RangeError("waitMs must be between 0 and 300000");
+  if (o.handlerTimeoutMs !== undefined && !(o.handlerTimeoutMs > 0)) {
+    throw new RangeError("handlerTimeoutMs must be positive");
+  }
+  const shutdownTimeoutMs = o.shutdownTimeoutMs ?? 30_000;
+  if (!(shutdownTimeoutMs >= 0)) throw new RangeError("shutdownTimeoutMs must not be negative");
+  const handlers = new Map<string, Handler>();
+  for (const [kind, fn] of Object.entries(o.handlers ?? {})) {
+    if (typeof fn !== "function") throw new TypeError(`the handler of ${JSON.stringify(kind)} is not a function`);
+    handlers.set(kind, fn);
+  }
+  return { queues: [...queues], concurrency, leaseMs, heartbeatMs, waitMs, shutdownTimeoutMs, handlers };
+}

@@ -1,18 +1,15 @@
 // Worker: claims jobs and runs them with async handlers.
 
-import type { Client } from "./client.js";
+import type { Client, RequestOptions } from "./client.js";
 import { BatchCompleter } from "./completions.js";
 import {
   AccessDeniedError,
   ApiError,
   ConflictError,
   InvalidInputError,
-  NetworkError,
   NotFoundError,
-  ReadpastError,
   SnoozeLimitError,
   TooLargeError,
-  TooManyAttemptsError,
   UnauthorizedError,
 } from "./errors.js";
 import {
@@ -25,28 +22,31 @@ import {
   type Handler,
   type JobContext,
 } from "./handler.js";
-import { defaultLogger, type Logger, type WorkerCounts, type WorkerOptions } from "./worker-options.js";
+import {
+  checkOptions,
+  defaultLogger,
+  type Logger,
+  type WorkerCounts,
+  type WorkerOptions,
+} from "./worker-options.js";
 import { startHeartbeats, type Beat } from "./heartbeats.js";
-import { loadOpenTelemetry, startJobSpan, type JobOutcome, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
+import { callRetrying, describe, releaseAtShutdown, type CallResult } from "./retries.js";
+import { TIMED_OUT } from "./send.js";
+import { failSpec, failedOutcome, messageOf, stackOf } from "./failures.js";
+import { loadOpenTelemetry, startJobSpan, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
 import type { ClaimedJob } from "./types.js";
 import { VERSION } from "./version.js";
 
-/** The outcome of a failed attempt: retrying while attempts remain. */
-function failedOutcome(job: ClaimedJob): JobOutcome {
-  return job.attempt < job.max_attempts ? "retrying" : "failed";
-}
-
 export type { Logger, WorkerCounts, WorkerOptions } from "./worker-options.js";
 
-// The most of an error message and of a stack a failure sends.
-const MAX_MESSAGE = 8 * 1024;
-const MAX_STACK = 64 * 1024;
 // The pause after an empty claim when claims do not wait.
 const IDLE_POLL_MS = 1000;
 // The longest pause between claims after failed ones.
 const CLAIM_BACKOFF_MAX_MS = 5000;
-// How long a release at shutdown is tried; then its lease ends it.
-const RELEASE_WAIT_MS = 5000;
+// How long past the stop deadline the outcomes still being sent are waited
+// for; then they are given up, and their jobs run again when their leases
+// end.
+const OUTCOME_GRACE_MS = 5000;
 
 type Outcome =
   | { type: "returned"; value: unknown }
@@ -81,10 +81,14 @@ interface Run {
  *
  * `run()` resolves once the worker stopped: when `signal` aborts or
  * `stop()` is called, it claims no more, lets running jobs finish for up
- * to `shutdownTimeoutMs`, then releases those still running: they are
- * pending again at once, the attempt not counted. Jobs whose claim was
- * answered while it stopped are released too, unrun. A `stop()` before
- * `run()` makes it return at once.
+ * to `shutdownTimeoutMs` (a claim still in flight does not delay that),
+ * then releases those still running, all at once: they are pending again
+ * at once, the attempt not counted. Jobs whose claim was answered while it
+ * stopped are released too, unrun. A release is tried for 5 s at most in
+ * all; outcomes still being sent 5 s past the stop deadline are given up
+ * (their jobs run again when their leases end). When `run()` resolves no
+ * request or timer of the worker is left. A `stop()` before `run()` makes
+ * it return at once.
  */
 export class Worker {
   readonly client: Client;
@@ -123,51 +127,32 @@ export class Worker {
   #wakers: Array<() => void> = [];
   #running = false;
   #fatal: unknown;
+  // Aborted (with TIMED_OUT) when the time for outcomes is up at shutdown.
+  #cut = new AbortController();
+  #givenUp = 0; // outcomes cut off at shutdown
   readonly #completer: BatchCompleter;
 
   constructor(client: Client, options: WorkerOptions) {
     const o = options;
-    const queues = o.queues ?? ["default"];
-    if (!Array.isArray(queues) || queues.length === 0) {
-      throw new TypeError("queues must be an array of at least one queue name");
-    }
-    const concurrency = o.concurrency ?? 1;
-    if (!Number.isInteger(concurrency) || concurrency < 1) {
-      throw new RangeError("concurrency must be an integer of at least 1");
-    }
-    const leaseMs = o.leaseMs ?? 30_000;
-    if (!(leaseMs > 0)) throw new RangeError("leaseMs must be positive");
-    const heartbeatMs = o.heartbeatMs ?? leaseMs / 3;
-    if (!(heartbeatMs > 0 && heartbeatMs < leaseMs)) {
-      throw new RangeError("heartbeatMs must be positive and shorter than leaseMs");
-    }
-    const waitMs = o.waitMs ?? 20_000;
-    if (!(waitMs >= 0 && waitMs <= 300_000)) throw new RangeError("waitMs must be between 0 and 300000");
-    if (o.handlerTimeoutMs !== undefined && !(o.handlerTimeoutMs > 0)) {
-      throw new RangeError("handlerTimeoutMs must be positive");
-    }
-    const shutdownTimeoutMs = o.shutdownTimeoutMs ?? 30_000;
-    if (!(shutdownTimeoutMs >= 0)) throw new RangeError("shutdownTimeoutMs must not be negative");
-    this.#handlers = new Map();
-    for (const [kind, fn] of Object.entries(o.handlers ?? {})) {
-      if (typeof fn !== "function") throw new TypeError(`the handler of ${JSON.stringify(kind)} is not a function`);
-      this.#handlers.set(kind, fn);
-    }
+    const v = checkOptions(o);
+    this.#handlers = v.handlers;
     this.client = client;
-    this.queues = [...queues];
-    this.concurrency = concurrency;
-    this.leaseMs = leaseMs;
-    this.heartbeatMs = heartbeatMs;
-    this.waitMs = waitMs;
+    this.queues = v.queues;
+    this.concurrency = v.concurrency;
+    this.leaseMs = v.leaseMs;
+    this.heartbeatMs = v.heartbeatMs;
+    this.waitMs = v.waitMs;
     this.parentResults = o.parentResults === true;
     this.handlerTimeoutMs = o.handlerTimeoutMs;
-    this.shutdownTimeoutMs = shutdownTimeoutMs;
+    this.shutdownTimeoutMs = v.shutdownTimeoutMs;
     this.name = o.name ?? defaultName();
     this.#log = o.logger ?? defaultLogger;
     this.#otel = o.opentelemetry;
     this.#signal = o.signal;
-    this.#completer = new BatchCompleter(client, () =>
-      this.#log.info(`worker ${this.name}: the server has no batch completion; completing jobs one by one`),
+    this.#completer = new BatchCompleter(
+      client,
+      () => this.#log.info(`worker ${this.name}: the server has no batch completion; completing jobs one by one`),
+      () => this.#cut.signal,
     );
   }
 
@@ -203,6 +188,8 @@ export class Worker {
     this.#running = true;
     if (this.#ran) this.#reset();
     this.#fatal = undefined;
+    this.#cut = new AbortController();
+    this.#givenUp = 0;
     const onAbort = (): void => {
       this.#log.info(`worker ${this.name}: stop signal received; stopping`);
       this.stop();
@@ -212,8 +199,14 @@ export class Worker {
     try {
       const otel = await loadOpenTelemetry(this.#otel);
       this.#log.info(`worker ${this.name}: waiting for jobs on ${this.queues.join(", ")}`);
-      await this.#claimLoop(otel);
-      await this.#shutdown();
+      // The shutdown starts at the stop, a claim in flight or not.
+      const claiming = this.#claimLoop(otel).catch((e: unknown) => {
+        this.#log.error(`worker ${this.name}: claiming: ${describe(e)}`);
+        this.#fatal ??= e;
+        this.stop();
+      });
+      await this.#stopped();
+      await this.#shutdown(claiming);
     } finally {
       this.#signal?.removeEventListener("abort", onAbort);
       this.#running = false;
@@ -284,21 +277,21 @@ export class Worker {
 
   #track(p: Promise<void>): void {
     this.#tasks.add(p);
-    void p.finally(() => this.#tasks.delete(p));
+    void p.finally(() => {
+      this.#tasks.delete(p);
+      this.#wake();
+    });
   }
 
   async #releaseUnstarted(job: ClaimedJob, leaseEnd: number): Promise<void> {
     this.#log.info(`worker ${this.name}: job ${job.id} claimed while stopping; releasing it`);
-    if (await this.#release(job, leaseEnd)) {
-      this.counts.released++;
-    }
+    await this.#release(job, leaseEnd);
   }
 
-  /** Releases job at shutdown, for RELEASE_WAIT_MS at most; resolves
-   * whether it was released. */
-  #release(job: ClaimedJob, leaseEnd: number): Promise<boolean> {
-    const until = Math.min(leaseEnd, Date.now() + RELEASE_WAIT_MS);
-    return this.#call(job, "release", () => this.client.release(job.id, job.token, { timeoutMs: RELEASE_WAIT_MS }), until);
+  /** Releases job at shutdown (releaseAtShutdown), and counts it. */
+  async #release(job: ClaimedJob, leaseEnd: number): Promise<void> {
+    const prefix = `worker ${this.name}: job ${job.id}: `;
+    this.#count(await releaseAtShutdown(this.client, job, leaseEnd, this.#log, prefix), true);
   }
 
   // ---- one job ---------------------------------------------------------
@@ -345,7 +338,7 @@ export class Worker {
       if (timeoutMs !== undefined) timer = setTimeout(() => decide({ type: "timeout", ms: timeoutMs }), timeoutMs);
       stopBeats = startHeartbeats({
         intervalMs: this.heartbeatMs,
-        beat: (ms) => this.#beat(run, Math.min(ms, this.client.timeoutMs)),
+        beat: (ms, signal) => this.#beat(run, Math.min(ms, this.client.timeoutMs), signal),
         leaseEnd: () => run.leaseEnd,
         lost: (reason) => decide({ type: "lost", reason }),
       });
@@ -367,17 +360,18 @@ export class Worker {
   }
 
   /** Extends the lease, waiting at most timeoutMs (by default the
-   * client's) for the answer. */
-  async #beat(run: Run, timeoutMs?: number): Promise<Beat> {
+   * client's) for the answer, and no longer once signal aborts. */
+  async #beat(run: Run, timeoutMs: number | undefined, signal: AbortSignal): Promise<Beat> {
     const started = Date.now();
     try {
-      await this.client.heartbeat(run.job.id, run.job.token, this.leaseMs / 1000, { timeoutMs });
+      await this.client.heartbeat(run.job.id, run.job.token, this.leaseMs / 1000, { timeoutMs, signal });
       run.leaseEnd = Math.max(run.leaseEnd, started + this.leaseMs);
       return { type: "ok" };
     } catch (e) {
       if (e instanceof ConflictError || e instanceof NotFoundError) {
         return { type: "lost", reason: `the job's claim was lost: ${e.code}` };
       }
+      if (signal.aborted) return { type: "failed", retryAfterMs: 0 };
       this.#log.warn(`worker ${this.name}: job ${run.job.id}: heartbeat: ${describe(e)}`);
       const retryAfterMs = e instanceof ApiError && e.retryAfter ? e.retryAfter * 1000 : 0;
       return { type: "failed", retryAfterMs };
@@ -397,9 +391,7 @@ export class Worker {
         run.ctrl.abort(new WorkerStoppedError());
         span?.end("released", new WorkerStoppedError());
         this.#log.warn(`worker ${this.name}: job ${job.id} still running at the shutdown deadline; releasing it`);
-        if (await this.#release(job, run.leaseEnd)) {
-          this.counts.released++;
-        }
+        await this.#release(job, run.leaseEnd);
         return;
       case "timeout": {
         const err = new HandlerTimeoutError(outcome.ms);
@@ -415,7 +407,7 @@ export class Worker {
     if (value instanceof Snooze) {
       span?.end("snoozed");
       try {
-        const ok = await this.#call(job, "snooze", () => this.client.snooze(job.id, job.token, value.seconds), run.leaseEnd, [
+        const ok = await this.#call(job, "snooze", (o) => this.client.snooze(job.id, job.token, value.seconds, o), run.leaseEnd, [
           SnoozeLimitError,
           InvalidInputError,
         ]);
@@ -428,11 +420,11 @@ export class Worker {
     if (value instanceof Cancel) {
       span?.end("cancelled");
       // Cancel takes no token: check first that the claim is still ours.
-      if ((await this.#beat(run)).type === "lost") {
+      if ((await this.#beat(run, undefined, this.#cut.signal)).type === "lost") {
         this.counts.lost++;
         return;
       }
-      if (await this.#call(job, "cancel", () => this.client.cancelJob(job.id), run.leaseEnd)) {
+      if (await this.#call(job, "cancel", (o) => this.client.cancelJob(job.id, o), run.leaseEnd)) {
         this.counts.cancelled++;
         this.#log.info(`worker ${this.name}: job ${job.id} cancelled by its handler: ${value.message}`);
       }
@@ -461,7 +453,7 @@ export class Worker {
       return;
     }
     try {
-      const done = await this.#call(job, "complete", () => this.client.complete(job.id, job.token, value), run.leaseEnd, [
+      const done = await this.#call(job, "complete", (o) => this.client.complete(job.id, job.token, value, o), run.leaseEnd, [
         InvalidInputError,
         TooLargeError,
         TypeError,
@@ -475,13 +467,11 @@ export class Worker {
 
   async #fail(run: Run, message: string, stack: string, discard = false): Promise<void> {
     const job = run.job;
-    message = message.slice(0, MAX_MESSAGE) || "failed";
-    if (stack.length > MAX_STACK) stack = stack.slice(0, MAX_STACK / 2) + "\n…\n" + stack.slice(-MAX_STACK / 2);
+    const spec = failSpec(message, stack, discard);
     this.#log.info(
-      `worker ${this.name}: job ${job.id} (${job.kind}) attempt ${job.attempt} failed${discard ? " for good" : ""}: ${message}`,
+      `worker ${this.name}: job ${job.id} (${job.kind}) attempt ${job.attempt} failed${discard ? " for good" : ""}: ${spec.error}`,
     );
-    const spec = { error: message, ...(stack ? { stack } : {}), ...(discard ? { discard: true } : {}) };
-    if (await this.#call(job, "fail", () => this.client.fail(job.id, job.token, spec), run.leaseEnd)) {
+    if (await this.#call(job, "fail", (o) => this.client.fail(job.id, job.token, spec, o), run.leaseEnd)) {
       if (discard) this.counts.discarded++;
       else this.counts.failed++;
     }
@@ -489,66 +479,84 @@ export class Worker {
 
   /**
    * Calls fn, retrying what may pass (no connection, 429, 5xx) until the
-   * lease ends. Resolves true when it was done, false when it was refused
+   * lease ends; the shutdown cuts it OUTCOME_GRACE_MS past the stop
+   * deadline. Resolves true when it was done, false when it was refused
    * (the claim is gone) or given up on; rejects with the errors of the
    * classes in `reraise`.
    */
   async #call(
     job: ClaimedJob,
     what: string,
-    fn: () => Promise<unknown>,
+    fn: (options: RequestOptions) => Promise<unknown>,
     leaseEnd: number,
     reraise: Array<abstract new (...args: never[]) => Error> = [],
   ): Promise<boolean> {
-    const deadline = Math.max(leaseEnd, Date.now() + 1000);
-    let backoff = 100;
-    for (;;) {
-      try {
-        await fn();
-        return true;
-      } catch (e) {
-        if (reraise.some((c) => e instanceof c)) throw e;
-        if (e instanceof ConflictError || e instanceof NotFoundError) {
-          this.counts.lost++;
-          this.#log.warn(`worker ${this.name}: job ${job.id}: ${what} refused (${e.code}): the job is no longer ours`);
-          return false;
-        }
-        const passing =
-          e instanceof NetworkError || (e instanceof ApiError && (e.status >= 500 || e instanceof TooManyAttemptsError));
-        let pause = backoff;
-        if (e instanceof ApiError && e.retryAfter) pause = Math.max(pause, e.retryAfter * 1000);
-        if (!passing || Date.now() + pause > deadline) {
-          this.#log.error(
-            `worker ${this.name}: job ${job.id}: ${what}: ${describe(e)} (given up: the lease will expire and the job run again)`,
-          );
-          return false;
-        }
-        this.#log.warn(`worker ${this.name}: job ${job.id}: ${what}: ${describe(e)}; trying again`);
-        await new Promise((r) => setTimeout(r, pause));
-        backoff = Math.min(backoff * 2, 2000);
-      }
-    }
+    const until = Math.max(leaseEnd, Date.now() + 1000);
+    const prefix = `worker ${this.name}: job ${job.id}: `;
+    const r = await callRetrying(fn, { what, until, bounded: false, cut: this.#cut.signal, reraise, log: this.#log, prefix });
+    this.#count(r);
+    return r === "done";
+  }
+
+  /** Counts a call's result that is no outcome of its own: a claim lost,
+   * an outcome cut off, a job released. */
+  #count(r: CallResult, release = false): void {
+    if (r === "lost") this.counts.lost++;
+    else if (r === "cut") this.#givenUp++;
+    else if (r === "done" && release) this.counts.released++;
   }
 
   // ---- stopping --------------------------------------------------------
 
-  /** Waits for the running jobs until the stop deadline, releases those
-   * still running, and waits until every outcome is recorded. */
-  async #shutdown(): Promise<void> {
+  /**
+   * Waits for the running jobs until the stop deadline and releases those
+   * still running; waits for the outcomes still being sent until
+   * OUTCOME_GRACE_MS past the deadline, then cuts them off; and waits for
+   * what ends by itself: the claim in flight (HALF_CLOSED_MS after the
+   * stop at most) and the releases (RELEASE_WAIT_MS each at most).
+   */
+  async #shutdown(claiming: Promise<void>): Promise<void> {
+    let claimed = false;
+    void claiming.then(() => {
+      claimed = true;
+      this.#wake();
+    });
     if (this.#runs.size > 0) this.#log.info(`worker ${this.name}: waiting for ${this.#runs.size} running job(s)`);
-    while (this.#runs.size > 0) {
-      const left = (this.#stopDeadline ?? Date.now()) - Date.now();
-      if (left <= 0) break;
+    await this.#until(() => this.#runs.size === 0, 0);
+    for (const run of this.#runs.values()) run.decide({ type: "release" });
+    await this.#until(() => claimed && this.#tasks.size === 0, OUTCOME_GRACE_MS);
+    this.#cut.abort(TIMED_OUT);
+    await claiming;
+    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
+    if (this.#givenUp > 0) {
+      const late = `${OUTCOME_GRACE_MS} ms past the stop deadline`;
+      const again = "their jobs run again when their leases end";
+      this.#log.error(`worker ${this.name}: gave up ${this.#givenUp} outcome(s) still unsent ${late}; ${again}`);
+    }
+    this.#log.info(`worker ${this.name}: stopped`);
+  }
+
+  /** Waits until done() holds, or until extraMs past the stop deadline
+   * (which a later stop() can bring forward). */
+  async #until(done: () => boolean, extraMs: number): Promise<void> {
+    while (!done()) {
+      const left = (this.#stopDeadline ?? Date.now()) + extraMs - Date.now();
+      if (left <= 0) return;
       let t: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([this.#changed(), new Promise<void>((r) => (t = setTimeout(r, left)))]);
       clearTimeout(t);
     }
-    for (const run of this.#runs.values()) run.decide({ type: "release" });
-    while (this.#tasks.size > 0) await Promise.allSettled([...this.#tasks]);
-    this.#log.info(`worker ${this.name}: stopped`);
   }
 
-  /** Resolves at the next change: a job ended, or stop() was called. */
+  /** Resolves once the worker is asked to stop. */
+  #stopped(): Promise<void> {
+    const stop = this.#stop.signal;
+    if (stop.aborted) return Promise.resolve();
+    return new Promise((resolve) => stop.addEventListener("abort", () => resolve(), { once: true }));
+  }
+
+  /** Resolves at the next change: a job or a task ended, the claims
+   * ended, or stop() was called. */
   #changed(): Promise<void> {
     return new Promise((resolve) => this.#wakers.push(resolve));
   }
@@ -579,22 +587,4 @@ function defaultName(): string {
   const pid = (globalThis as { process?: { pid?: number } }).process?.pid;
   const rand = Math.random().toString(36).slice(2, 8);
   return pid === undefined ? `ts-${rand}` : `ts-${pid}-${rand}`;
-}
-
-function describe(e: unknown): string {
-  if (e instanceof ReadpastError || e instanceof Error) return e.message;
-  return String(e);
-}
-
-function messageOf(e: unknown): string {
-  if (e instanceof Error) return e.message ? `${e.name}: ${e.message}` : e.name;
-  try {
-    return `thrown: ${typeof e === "string" ? e : JSON.stringify(e)}`;
-  } catch {
-    return `thrown: ${String(e)}`;
-  }
-}
-
-function stackOf(e: unknown): string {
-  return e instanceof Error && typeof e.stack === "string" ? e.stack : "";
 }
