@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 import urllib.parse
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import support
 from support import unique, wait_until
@@ -27,7 +27,8 @@ def setUpModule() -> None:
 class RuleProxy:
     """A proxy in front of the server that reads each request and, by the
     first rule whose text its path contains (each rule for its first n
-    requests, or all), passes it on ("pass"), never answers it ("stall"),
+    requests, or all), passes it on ("pass", the client's half-close
+    too), never answers it ("stall"),
     answers a status line and then a byte a second ("trickle"), answers
     503 with Retry-After: 4 itself ("busy"), or passes it on and holds the
     answer until the client closes its sending side ("hold")."""
@@ -109,6 +110,8 @@ class RuleProxy:
                 with self.lock:
                     self.socks.append(up)
                 up.sendall(head + body)
+                if act == "pass":
+                    threading.Thread(target=_pass_half_close, args=(c, up), daemon=True).start()
                 ur = up.makefile("rb")
                 answer = _read_head(ur) or b""
                 answer += _read_body(ur, answer)
@@ -126,6 +129,16 @@ class RuleProxy:
                 c.close()
             except OSError:
                 pass
+
+
+def _pass_half_close(c: socket.socket, up: socket.socket) -> None:
+    """Passes the client's half-close on to the server, as a proxy does,
+    unless the client sends its next request first."""
+    try:
+        if not c.recv(1, socket.MSG_PEEK):
+            up.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def _read_head(r) -> Optional[bytes]:  # type: ignore[no-untyped-def]
@@ -267,3 +280,107 @@ class StopBounds(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RunAgainAfterAGiveUp(unittest.TestCase):
+    """A worker run again after its shutdown gave up on what was still out:
+    nothing of the first run acts in the second."""
+
+    def setUp(self) -> None:
+        self.direct = support.client()
+        self.addCleanup(self.direct.close)
+        self.queue = unique("again")
+        self.quiet = logging.getLogger("readpast.test.again")
+        self.quiet.disabled = True
+
+    def _proxy(self, rules: List[Tuple[str, str, Optional[int]]]) -> RuleProxy:
+        proxy = RuleProxy(support.server_url(), rules)
+        self.addCleanup(proxy.close)
+        return proxy
+
+    def _run(self, w: readpast.Worker) -> threading.Thread:
+        t = w.start()
+        self.addCleanup(lambda: (w.stop(0), t.join(15)))
+        return t
+
+    def _requests(self, proxy: RuleProxy, text: str, since: float) -> int:
+        with proxy.lock:
+            return len([s for s in proxy.seen if text in s[1] and s[0] >= since])
+
+    def test_a_claimer_given_up_on_never_claims_nor_takes_the_next_runs_connection(self) -> None:
+        # The first claim's name lookup takes 10 s, past the shutdown's
+        # wait for it (8 s): the claimer is given up on, and its claim is
+        # sent, if ever, while the next run works.
+        real = socket.getaddrinfo
+        slow = [True]
+
+        def lookup(*args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread().name == "readpast-claim" and slow[0]:
+                slow[0] = False
+                time.sleep(10)
+            return real(*args, **kwargs)
+
+        socket.getaddrinfo = lookup  # type: ignore[assignment]
+        self.addCleanup(setattr, socket, "getaddrinfo", real)
+        proxy = self._proxy([])
+        via = readpast.Client(proxy.url.replace("127.0.0.1", "localhost"), token=os.environ.get("READPAST_TOKEN"))
+        self.addCleanup(via.close)
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=10, shutdown_timeout=0,
+                            logger=self.quiet)
+        t = w.start()
+        time.sleep(0.5)
+        w.stop()
+        t.join(15)
+        self.assertFalse(t.is_alive())
+        t = self._run(w)  # the first run's claimer still looks the name up
+        wait_until(lambda: self._requests(proxy, "/claim", 0) >= 1, "the second run's claim")
+        time.sleep(11.0 - 8.5)  # the first claimer's lookup has ended
+        began = time.monotonic()
+        w.stop()
+        t.join(15)
+        self.assertLess(time.monotonic() - began, 2.5, "the stop did not end the second run's claim")
+        job = self.direct.enqueue("k", queue=self.queue)
+        time.sleep(1.5)
+        self.assertEqual(self.direct.get_job(job.id).state, "pending")
+        # The first claimer sent its claim once its lookup ended, and its
+        # long poll took the job (and released it, its run being over).
+        self.assertEqual(self._requests(proxy, "/claim", 0), 1, "a claimer given up on sent a claim")
+        self.assertEqual(self._requests(proxy, "/release", 0), 0, "a claimer given up on took a job")
+
+    def test_a_batch_a_given_up_run_left_stuck_holds_up_none_of_the_next_runs_completions(self) -> None:
+        first = self.direct.enqueue("k", queue=self.queue)
+        proxy = self._proxy([("/jobs/complete", "stall", 1)])
+        via = readpast.Client(proxy.url, token=os.environ.get("READPAST_TOKEN"))
+        self.addCleanup(via.close)
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=1, shutdown_timeout=0,
+                            logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: self._requests(proxy, "/jobs/complete", 0) == 1, "the first run's batch")
+        w.stop()
+        t.join(15)
+        self.assertFalse(t.is_alive())
+        self._run(w)
+        job = self.direct.enqueue("k", queue=self.queue)
+        # Behind the first run's stuck batch, it waited for that request's
+        # timeout (30 s).
+        wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "the second run's job to complete", 5)
+        self.assertEqual(self.direct.get_job(first.id).state, "running")
+
+    def test_outcomes_given_up_are_not_tried_again_in_the_next_run(self) -> None:
+        self.direct.enqueue("k", queue=self.queue)
+        proxy = self._proxy([("/complete", "busy", None)])
+        via = readpast.Client(proxy.url, token=os.environ.get("READPAST_TOKEN"))
+        self.addCleanup(via.close)
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=1, lease_seconds=40,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = w.start()
+        wait_until(lambda: self._requests(proxy, "/complete", 0) >= 2, "the completion to be refused")
+        w.stop()
+        t.join(15)
+        self.assertFalse(t.is_alive())
+        ended = time.monotonic()
+        self._run(w)
+        time.sleep(6)
+        # The next run cleared the first one's give-up, and its retries
+        # went on every 4 s.
+        self.assertEqual(self._requests(proxy, "/complete", ended), 0, "a given-up completion was tried again")

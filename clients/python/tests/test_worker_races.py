@@ -91,9 +91,15 @@ class HookTest(unittest.TestCase):
         self.addCleanup(c.close)
         seen: List[Any] = []
         c._request("GET", "/v1/stats", hook=seen.append)
-        self.assertEqual(len(seen), 2)
+        # The connection, before it opens and again once open, then None.
+        self.assertEqual(len(seen), 3)
         self.assertIsNotNone(seen[0])
-        self.assertIsNone(seen[1], "the connection is let go before it goes back to the pool")
+        self.assertIs(seen[1], seen[0])
+        self.assertIsNone(seen[2], "the connection is let go before it goes back to the pool")
+        seen.clear()
+        c._request("GET", "/v1/stats", hook=seen.append)  # a kept connection, open already
+        self.assertEqual(len(seen), 2)
+        self.assertIsNone(seen[1])
 
 
 if __name__ == "__main__":

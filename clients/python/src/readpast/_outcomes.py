@@ -204,9 +204,14 @@ class _Outcomes:
         the shutdown gave up. Returns its answer, or None when it was
         refused (the claim is gone) or given up on; raises the errors in
         reraise."""
+        gave_up = self._gave_up  # this run's: a later run's never reopens it
         deadline = max(lease_end, time.monotonic() + grace)
         backoff = 0.1
         while True:
+            if gave_up.is_set():
+                self.log.error("worker %s: job %d: %s given up at the shutdown's bound (the lease will expire "
+                               "and the job run again)", self.name, job.id, what)
+                return None
             try:
                 return fn()
             except reraise:
@@ -222,12 +227,12 @@ class _Outcomes:
                 pause = backoff
                 if isinstance(e, APIError) and e.retry_after:
                     pause = max(pause, e.retry_after)
-                if not passing or time.monotonic() + pause > deadline or self._gave_up.is_set():
+                if not passing or time.monotonic() + pause > deadline:
                     self.log.error("worker %s: job %d: %s: %s (given up: the lease will expire and the job "
                                    "run again)", self.name, job.id, what, e)
                     return None
                 self.log.warning("worker %s: job %d: %s: %s; trying again", self.name, job.id, what, e)
-                time.sleep(pause)
+                gave_up.wait(pause)
                 backoff = min(backoff * 2, 2.0)
 
     def _count(self, what: str) -> None:

@@ -50,6 +50,7 @@ class _Stopping(_Outcomes):
     _releasing: int
     _release_until: float
     _conn: Any
+    _conn_owner: Optional[int]
     _conn_lock: threading.Lock
     _gave_up: threading.Event
     _watching: bool
@@ -117,9 +118,31 @@ class _Stopping(_Outcomes):
             except OSError:
                 pass
 
-    def _set_conn(self, conn: Any) -> None:
+    def _claim_conn(self, conn: Any, stopping: threading.Event) -> None:
+        """The claim's hook: conn is the connection of this thread's claim
+        (given again once it is open), or None once the claim let go of
+        it, which clears only this thread's. A claim whose run has stopped
+        by the time its connection opens (a slow name lookup outlasted
+        the shutdown's wait for it) is shut before it is sent: a claimer
+        given up on never claims."""
         with self._conn_lock:
-            self._conn = conn
+            me = threading.get_ident()
+            if conn is None:
+                if self._conn_owner == me:
+                    self._conn, self._conn_owner = None, None
+                return
+            if not stopping.is_set():
+                self._conn, self._conn_owner = conn, me
+                return
+            # Stopped (its run, or one given up on, whose successor's
+            # connection it must not take the place of).
+            sock = getattr(conn, "sock", None)
+            if sock is not None and not getattr(conn, "readpast_shut", False):
+                conn.readpast_shut = True
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # nothing sent yet: nothing to read back
+                except OSError:
+                    pass
 
     def _shutdown(self, claimer: threading.Thread, signalled_again: Callable[[], bool]) -> None:
         """Stops the worker once stop() (or a signal) came, whether or not

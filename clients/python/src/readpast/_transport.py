@@ -135,6 +135,8 @@ class Transport:
                 conn.timeout = wait
                 if conn.sock is not None:
                     conn.sock.settimeout(wait)
+                if hook is not None:
+                    hook(conn)  # open now: the hook may end it before it is sent
             conn.request(method, target, body=data, headers=hdrs)
             resp = conn.getresponse()
             status = resp.status

@@ -165,6 +165,7 @@ class Worker(_Stopping):
         self._gave_up = threading.Event()  # the shutdown gave up what was still out
         self._signals = 0  # set by the signal handler, read by run()
         self._conn: Any = None  # the claim's connection while it waits; guarded by _conn_lock
+        self._conn_owner: Optional[int] = None  # the claimer thread that set _conn; guarded by _conn_lock
         self._conn_lock = threading.Lock()
         # Completions that finish together go in one request.
         self._completer = Completer(client)
@@ -214,7 +215,10 @@ class Worker(_Stopping):
                 previous[sig] = signal.signal(sig, self._on_signal)
         try:
             self.log.info("worker %s: waiting for jobs on %s", self.name, ", ".join(self.queues))
-            self._gave_up.clear()
+            # This run's: what an earlier run gave up stays given up, and
+            # a batch it left stuck holds up none of this run's.
+            self._gave_up = threading.Event()
+            self._completer = Completer(self.client)
             self._release_until = 0.0
             claimer = threading.Thread(target=self._claim_loop, name="readpast-claim", daemon=True)
             claimer.start()
@@ -313,7 +317,7 @@ class Worker(_Stopping):
             started = time.monotonic()
             try:
                 jobs = self.client._claim(self.name, self.queues, free, self.lease_seconds, self.wait_seconds,
-                                          self._set_conn, self.parent_results)
+                                          lambda conn: self._claim_conn(conn, stopping), self.parent_results)
                 backoff = 0.0
             except (InvalidInputError, UnauthorizedError, ForbiddenError, NotFoundError) as e:
                 self.log.error("worker %s: claim refused: %s", self.name, e)
@@ -336,7 +340,7 @@ class Worker(_Stopping):
                 stopping.wait(pause)
                 continue
             finally:
-                self._set_conn(None)
+                self._claim_conn(None, stopping)
             if not jobs and self.wait_seconds == 0:
                 stopping.wait(_IDLE_POLL)  # no long poll: do not spin
             lease_end = started + self.lease_seconds
