@@ -17,7 +17,7 @@ func TestAdvRoom2MoreKeyFoldedBeforeLock(t *testing.T) {
 	defer s.Close()
 	putLimit(t, s, readpast.Limit{Key: "a", Concurrency: 5})
 	run := keyWithRunning(t, s, "b", 2, 2, 2) // b full
-	ubComplete(t, s, run[0])                // b full: slot on the row (running 1)
+	ubComplete(t, s, run[0])                  // b full: slot on the row (running 1)
 	more := ubClaimAll(t, s, "w1", 1, "qb")
 	if len(more) != 0 {
 		t.Fatalf("claimed %d of b, none pending", len(more))

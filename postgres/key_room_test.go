@@ -94,7 +94,7 @@ func TestClaimFoldsOnlyCountsItDeletes(t *testing.T) {
 	s := newStore(t)
 	defer s.Close()
 	running := keyWithRunning(t, s, "a", 3, 6, 2) // a: 2 of 3
-	ubComplete(t, s, running[0])                // counted aside: a's row reads 2, less 1
+	ubComplete(t, s, running[0])                  // counted aside: a's row reads 2, less 1
 	if r := ubRowOf(t, s, "a"); r.running != 2 || r.counts != 1 {
 		t.Fatalf("a's row: running %d counts %d; want 2, 1", r.running, r.counts)
 	}
