@@ -106,7 +106,7 @@ export function releaseAtShutdown(
 }
 
 /** Resolves after ms, or at once when signal aborts. */
-function pauseFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function pauseFor(ms: number, signal: AbortSignal | undefined): Promise<void> {
   if (signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = (): void => {

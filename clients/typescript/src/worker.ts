@@ -30,7 +30,7 @@ import {
   type WorkerOptions,
 } from "./worker-options.js";
 import { startHeartbeats, type Beat } from "./heartbeats.js";
-import { callRetrying, describe, releaseAtShutdown, type CallResult } from "./retries.js";
+import { callRetrying, describe, pauseFor, releaseAtShutdown, type CallResult } from "./retries.js";
 import { TIMED_OUT } from "./send.js";
 import { failSpec, failedOutcome, messageOf, stackOf } from "./failures.js";
 import { loadOpenTelemetry, startJobSpan, type JobSpan, type OpenTelemetryApi } from "./tracing.js";
@@ -569,17 +569,7 @@ export class Worker {
 
   /** Sleeps ms, or less when the worker stops. */
   #sleep(ms: number): Promise<void> {
-    const stop = this.#stop.signal;
-    if (stop.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(t);
-        stop.removeEventListener("abort", done);
-        resolve();
-      };
-      const t = setTimeout(done, ms);
-      stop.addEventListener("abort", done, { once: true });
-    });
+    return pauseFor(ms, this.#stop.signal);
   }
 }
 
