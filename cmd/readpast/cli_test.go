@@ -35,6 +35,18 @@ func TestSplitTokens(t *testing.T) {
 	}
 }
 
+// TestStringListRefusesEmpty: a repeatable flag (--key, --tag, serve's
+// --token) given an empty value is an error, not an empty entry.
+func TestStringListRefusesEmpty(t *testing.T) {
+	var l stringList
+	if err := l.Set("a"); err != nil || len(l) != 1 {
+		t.Fatalf("Set(a) = %v, list %q", err, l)
+	}
+	if err := l.Set(""); err == nil || len(l) != 1 {
+		t.Errorf("Set(\"\") = %v, list %q: want an error and the list unchanged", err, l)
+	}
+}
+
 func TestReadJobLines(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	lines, err := readJobLines(strings.NewReader("{\"kind\":\"a\"}\n\n  \n {\"kind\":\"b\",\"queue\":\"q\",\"priority\":2}\n"), now)
@@ -87,10 +99,24 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"stats", "--url", "ftp://x"}, 2, "want http://"},
 		{[]string{"jobs", "show", "+1", "--database-url", db}, 2, "positive integer"},
 		{[]string{"jobs", "show", "01", "--database-url", db}, 2, "positive integer"},
+		// A flag given empty (an unset shell variable) is refused, not read
+		// as left out: the job would go to the default queue, keyless.
+		{[]string{"enqueue", "--kind", "a", "--queue", "", "--database-url", db}, 2, "--queue is empty"},
+		{[]string{"enqueue", "--kind", "a", "--group=", "--database-url", db}, 2, "--group is empty"},
+		{[]string{"enqueue", "--kind", "a", "--unique-key", "", "--database-url", db}, 2, "--unique-key is empty"},
+		{[]string{"enqueue", "--kind", "a", "--run-at", "", "--database-url", db}, 2, "--run-at is empty"},
+		{[]string{"enqueue", "--kind", "a", "--key", "k", "--key", "", "--database-url", db}, 2, "-key: is empty"},
+		{[]string{"enqueue", "--kind", "a", "--tag", "", "--database-url", db}, 2, "-tag: is empty"},
+		{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "a", "--queue", "", "--database-url", db}, 2, "--queue is empty"},
+		{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "a", "--key", "", "--database-url", db}, 2, "--key is empty"},
+		{[]string{"batches", "open", "--kind", "a", "--queue", "", "--database-url", db}, 2, "--queue is empty"},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
 		code := run(ctx, c.args, &stdout, &stderr)
+		if _, err := os.Stat(db); err == nil {
+			t.Fatalf("readpast %v made a database: a refused command must touch nothing", c.args)
+		}
 		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.out) {
 			t.Errorf("readpast %v: exit %d, want %d; output %q, want it to contain %q",
 				c.args, code, c.code, stdout.String()+stderr.String(), c.out)

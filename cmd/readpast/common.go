@@ -72,24 +72,26 @@ func parseFlags(fs *flagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
+			return pos, noEmpty(fs, namedFlags...)
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
 }
 
-// filterFlags are the flags that select jobs by name or state.
-var filterFlags = []string{"queue", "kind", "state", "tag", "group"}
+// namedFlags are the flags that name a queue, kind, state, tag, key or
+// time, which parseFlags refuses empty.
+var namedFlags = []string{"queue", "kind", "state", "tag", "group", "key", "unique-key", "run-at"}
 
-// noEmptyFilters refuses a filter flag of fs given as an empty string
-// (`--queue ""`, often an unset shell variable), which would otherwise
-// read as no filter at all.
-func noEmptyFilters(fs *flagSet) error {
+// noEmpty refuses any flag of names that fs was given as an empty string
+// (`--queue "$QUEUE"` with QUEUE unset), which would otherwise read as
+// the flag left out: a job in the default queue, a filter that keeps
+// every job.
+func noEmpty(fs *flagSet, names ...string) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil && slices.Contains(filterFlags, f.Name) && f.Value.String() == "" {
-			err = usagef("--%s is empty: give a name, or leave the flag out", f.Name)
+		if err == nil && slices.Contains(names, f.Name) && f.Value.String() == "" {
+			err = usagef("--%s is empty: give a value, or leave the flag out", f.Name)
 		}
 	})
 	return err

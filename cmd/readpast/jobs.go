@@ -54,9 +54,6 @@ func runJobsList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := noEmptyFilters(fs); err != nil {
-		return err
-	}
 	if *limit < 1 {
 		return usagef("--limit must be between 1 and 1000")
 	}
@@ -190,9 +187,6 @@ func runJobsBulk(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
-	}
-	if err := noEmptyFilters(fs); err != nil {
-		return err
 	}
 	f, err := readpast.JobFilter{Queue: *queue, Kind: *kind, State: readpast.JobState(*state), Tag: *tag, Group: *group}.Normalize(action)
 	if err != nil {

@@ -32,12 +32,15 @@ const (
 	envReadTokens = "READPAST_READ_TOKENS"
 )
 
-// stringList is a repeatable string flag.
+// stringList is a repeatable string flag; an empty value is refused.
 type stringList []string
 
 func (l *stringList) String() string { return fmt.Sprint(len(*l)) + " values" }
 
 func (l *stringList) Set(s string) error {
+	if s == "" {
+		return errors.New("is empty: give a value, or leave the flag out")
+	}
 	*l = append(*l, s)
 	return nil
 }
