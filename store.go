@@ -60,6 +60,13 @@ type Store interface {
 	// ErrNotFound. A claim that takes the job first wins: CancelPending
 	// then finds it running.
 	CancelPending(ctx context.Context, id int64) (*Job, error)
+	// CancelClaimed cancels job id as Cancel does, only while it runs
+	// under token: the worker of an attempt cancelling its own job (a
+	// handler's Cancel over HTTP). Any other token, or a job no longer
+	// running under it (its lease expired and it was rescued, released,
+	// finished), is ErrStaleToken and changes nothing; an unknown id is
+	// ErrNotFound.
+	CancelClaimed(ctx context.Context, id int64, token string) (*Job, error)
 	// Retry makes a job pending now: a failed or cancelled job comes back
 	// from history with its attempts reset; a pending job runs now.
 	// ErrInvalidState for running and succeeded jobs.

@@ -102,3 +102,47 @@ func TestTagsSnoozeBulk(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelWithToken: a cancel that names a claim token (a worker
+// cancelling its own job) cancels only while the token is the job's
+// current claim; any other token is 409 stale_token and changes nothing.
+// A cancel without a body still cancels whatever the claim.
+func TestCancelWithToken(t *testing.T) {
+	for name, newE := range map[string]func(*testing.T, func(*Config)) *testEnv{"sqlite": newEnv, "postgres": newPostgresEnv} {
+		t.Run(name, func(t *testing.T) {
+			e := newE(t, nil)
+			j := e.enqueue(`{"kind":"k","queue":"ct"}`)
+			c := e.claim(`{"queues":["ct"],"worker":"w","limit":1,"lease_seconds":60}`)
+			if len(c) != 1 || c[0].ID != j.ID || c[0].Token == "" {
+				t.Fatalf("claim: %+v", c)
+			}
+			path := "/v1/jobs/" + itoa(j.ID) + "/cancel"
+			other := `{"token":"0b0c7d1e-0000-4000-8000-000000000000"}`
+			e.wantError("POST", path, other, 409, CodeStaleToken, "")
+			e.wantError("POST", path, `{"token":""}`, 400, CodeInvalidField, "token")
+			e.wantError("POST", path, `{"token":7}`, 400, CodeInvalidField, "token")
+			e.wantError("POST", path, `{"token":"`+c[0].Token+`","why":"x"}`, 400, CodeInvalidField, "why")
+			if got := e.get(j.ID); got.State != "running" || got.Attempt != 1 {
+				t.Fatalf("after refused cancels the job is %s, attempt %d; want running, attempt 1", got.State, got.Attempt)
+			}
+			var done Job
+			e.must("POST", path, `{"token":"`+c[0].Token+`"}`, 200, &done)
+			if done.State != "cancelled" {
+				t.Fatalf("cancel with the current token: %+v", done)
+			}
+			e.wantError("POST", path, `{"token":"`+c[0].Token+`"}`, 409, CodeStaleToken, "")
+			e.wantError("POST", "/v1/jobs/987654/cancel", `{"token":"`+c[0].Token+`"}`, 404, CodeNotFound, "")
+
+			// Without a token (no body, or a null one) the cancel is the
+			// operator's: whatever the claim.
+			k := e.enqueue(`{"kind":"k","queue":"ct"}`)
+			if c := e.claim(`{"queues":["ct"],"worker":"w","limit":1,"lease_seconds":60}`); len(c) != 1 || c[0].ID != k.ID {
+				t.Fatalf("claim: %+v", c)
+			}
+			e.must("POST", "/v1/jobs/"+itoa(k.ID)+"/cancel", `{"token":null}`, 200, &done)
+			if done.State != "cancelled" {
+				t.Fatalf("cancel without a token: %+v", done)
+			}
+		})
+	}
+}

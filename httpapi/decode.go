@@ -466,6 +466,25 @@ func decodeRelease(body []byte) (string, *apiError) {
 	return req.Token, nil
 }
 
+// decodeCancel decodes the optional body of POST /v1/jobs/{id}/cancel:
+// the token it names, "" when it names none (no body, {}, a null token).
+func decodeCancel(body []byte) (string, *apiError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return "", nil
+	}
+	var req CancelRequest
+	if ae := decodeObject(body, &req, ""); ae != nil {
+		return "", ae
+	}
+	if req.Token == nil {
+		return "", nil
+	}
+	if ae := checkToken(*req.Token); ae != nil {
+		return "", ae
+	}
+	return *req.Token, nil
+}
+
 // decodeSnooze decodes the body of POST /v1/jobs/{id}/snooze.
 func decodeSnooze(body []byte) (string, time.Duration, *apiError) {
 	var req SnoozeRequest

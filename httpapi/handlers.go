@@ -372,7 +372,7 @@ func (s *server) bulkDelete(w http.ResponseWriter, r *http.Request) {
 	s.bulk(w, r, readpast.BulkDeleteAction, s.store.BulkDelete)
 }
 
-// adminOp serves a body-less operation on one job (cancel, retry).
+// adminOp serves a body-less operation on one job (retry).
 func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context.Context, int64) (*readpast.Job, error)) {
 	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
 		if ae := decodeEmpty(body); ae != nil {
@@ -386,7 +386,29 @@ func (s *server) adminOp(w http.ResponseWriter, r *http.Request, op func(context
 	})
 }
 
-func (s *server) cancel(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Cancel) }
+// cancel serves POST /v1/jobs/{id}/cancel: Cancel, or with a token in the
+// body CancelClaimed (a worker cancelling its own job, fenced).
+func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
+	s.jobOp(w, r, func(ctx context.Context, id int64, body []byte) (any, error) {
+		token, ae := decodeCancel(body)
+		if ae != nil {
+			return nil, ae
+		}
+		var (
+			job *readpast.Job
+			err error
+		)
+		if token == "" {
+			job, err = s.store.Cancel(ctx, id)
+		} else {
+			job, err = s.store.CancelClaimed(ctx, id, token)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return NewJob(job), nil
+	})
+}
 
 func (s *server) retry(w http.ResponseWriter, r *http.Request) { s.adminOp(w, r, s.store.Retry) }
 

@@ -94,6 +94,14 @@ type ReleaseRequest struct {
 	Token string `json:"token"`
 }
 
+// CancelRequest is the optional body of POST /v1/jobs/{id}/cancel. With a
+// token, the worker of an attempt cancels its own job, only while the
+// token is its current claim; without one the job is cancelled whatever
+// its claim.
+type CancelRequest struct {
+	Token *string `json:"token,omitempty"`
+}
+
 // SnoozeRequest is the body of POST /v1/jobs/{id}/snooze.
 type SnoozeRequest struct {
 	Token string `json:"token"`

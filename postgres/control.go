@@ -22,7 +22,20 @@ const cancelAttempts = 5
 
 // Cancel moves a live job to cancelled.
 func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
-	return s.cancel(ctx, id, false)
+	return s.cancel(ctx, id, false, nil)
+}
+
+// CancelClaimed cancels job id as Cancel does, only while it runs under
+// token (sql/cancel.sql with a token): the worker of an attempt cancelling
+// its own job. Any other token, or a job no longer running under it, is
+// readpast.ErrStaleToken and changes nothing; an unknown id is
+// readpast.ErrNotFound.
+func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*readpast.Job, error) {
+	tok, ok := canonToken(token)
+	if !ok {
+		return nil, s.staleOrMissing(ctx, id)
+	}
+	return s.cancel(ctx, id, false, &tok)
 }
 
 // CancelPending cancels job id as Cancel does, only while it is pending
@@ -30,14 +43,17 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // and, running by then, left alone. Any state but pending is refused with
 // readpast.ErrInvalidState naming it; an unknown id is readpast.ErrNotFound.
 func (s *Store) CancelPending(ctx context.Context, id int64) (*readpast.Job, error) {
-	return s.cancel(ctx, id, true)
+	return s.cancel(ctx, id, true, nil)
 }
 
-// cancel is Cancel, or CancelPending with onlyPending.
-func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool) (*readpast.Job, error) {
+// cancel is Cancel, CancelPending with onlyPending, or CancelClaimed
+// with a token.
+func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool, token *string) (*readpast.Job, error) {
 	op := "cancel"
 	if onlyPending {
 		op = "cancel pending"
+	} else if token != nil {
+		op = "cancel claimed"
 	}
 	// A cancelled parent may release children under run_anyway, ahead
 	// of a claim position (claimfrom.go): the next claims are full ones,
@@ -45,8 +61,13 @@ func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool) (*readpa
 	defer s.pendingAgain()
 	for attempt := 1; ; attempt++ {
 		j, err := retryDeadlock(ctx, func() (*readpast.Job, error) {
-			return scanJob(s.pool.QueryRow(ctx, cancelSQL, id, onlyPending))
+			return scanJob(s.pool.QueryRow(ctx, cancelSQL, id, onlyPending, token))
 		})
+		if errors.Is(err, pgx.ErrNoRows) && token != nil {
+			// The statement re-checked the token on the row as any
+			// writer holding it left it: not the current claim.
+			return nil, s.staleOrMissing(ctx, id)
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not matched in the statement's snapshot (finished, unknown,
 			// running for CancelPending) or as a claim left it.

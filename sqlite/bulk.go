@@ -115,7 +115,7 @@ func (s *Store) BulkCancel(ctx context.Context, f readpast.JobFilter) (int, erro
 		return 0, err
 	}
 	return s.bulk(ctx, "bulk cancel", f, true, func(tx *sql.Tx, id int64, _ readpast.JobState, nowUS int64) (bool, wakeup, error) {
-		wake, err := cancelIn(ctx, tx, id, nowUS, false)
+		wake, err := cancelIn(ctx, tx, id, nowUS, false, "")
 		if errors.Is(err, readpast.ErrInvalidState) || errors.Is(err, readpast.ErrNotFound) {
 			return false, wakeup{}, nil // finished since the walk listed it
 		}

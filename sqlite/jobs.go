@@ -210,7 +210,15 @@ func enqueueMarks(jobs []*readpast.Job, nowUS int64) []candidate {
 // readpast.ErrInvalidState for a finished job, readpast.ErrNotFound for an
 // unknown id.
 func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
-	return s.cancel(ctx, "cancel", id, false)
+	return s.cancel(ctx, "cancel", id, false, "")
+}
+
+// CancelClaimed cancels job id as Cancel does, only while it runs under
+// token: the worker of an attempt cancelling its own job. Any other
+// token, or a job no longer running under it, is readpast.ErrStaleToken
+// and changes nothing; an unknown id is readpast.ErrNotFound.
+func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*readpast.Job, error) {
+	return s.cancel(ctx, "cancel claimed", id, false, token)
 }
 
 // CancelPending cancels job id as Cancel does, only while it is pending:
@@ -220,18 +228,19 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // job is running: refused) or after it (the job is cancelled: the claim
 // does not find it).
 func (s *Store) CancelPending(ctx context.Context, id int64) (*readpast.Job, error) {
-	return s.cancel(ctx, "cancel pending", id, true)
+	return s.cancel(ctx, "cancel pending", id, true, "")
 }
 
-// cancel is Cancel, or CancelPending with onlyPending.
-func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending bool) (*readpast.Job, error) {
+// cancel is Cancel, CancelPending with onlyPending, or CancelClaimed with
+// a token.
+func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending bool, token string) (*readpast.Job, error) {
 	var (
 		job  *readpast.Job
 		wake wakeup
 	)
 	err := s.writeTx(ctx, op, func(tx *sql.Tx) error {
 		var err error
-		if wake, err = cancelIn(ctx, tx, id, micros(s.now()), onlyPending); err != nil {
+		if wake, err = cancelIn(ctx, tx, id, micros(s.now()), onlyPending, token); err != nil {
 			return err
 		}
 		job, err = scanJob(tx.QueryRowContext(ctx, getHistorySQL, id))
@@ -245,21 +254,29 @@ func (s *Store) cancel(ctx context.Context, op string, id int64, onlyPending boo
 }
 
 // cancelIn cancels live job id inside tx (with onlyPending, only a pending
-// one: any other state is readpast.ErrInvalidState naming it) and reports
+// one: any other state is readpast.ErrInvalidState naming it; with a
+// token, only while it runs under that claim: otherwise
+// readpast.ErrStaleToken) and reports
 // the wake-up it calls for: it freed a group slot and marked the group's
 // next jobs, or resolved the edges of a parent (which may have released
 // children).
-func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool) (wake wakeup, err error) {
+func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPending bool, token string) (wake wakeup, err error) {
 	var (
-		state       string
+		state, tok  string
 		group, more sql.NullString
 	)
-	err = tx.QueryRowContext(ctx, cancelStateSQL, id).Scan(&state, &group, &more)
+	err = tx.QueryRowContext(ctx, cancelStateSQL, id).Scan(&state, &group, &more, &tok)
+	if errors.Is(err, sql.ErrNoRows) && token != "" {
+		return wakeup{}, lookup(ctx, tx, id, token, false)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return wakeup{}, historyErr(ctx, tx, id)
 	}
 	if err != nil {
 		return wakeup{}, err
+	}
+	if token != "" && (readpast.JobState(state) != readpast.StateRunning || tok != token) {
+		return wakeup{}, readpast.ErrStaleToken
 	}
 	if onlyPending && readpast.JobState(state) != readpast.StatePending {
 		return wakeup{}, fmt.Errorf("job %d is %s: %w", id, state, readpast.ErrInvalidState)

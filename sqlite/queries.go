@@ -237,8 +237,9 @@ SELECT state, coalesce(token, '') FROM readpast_history WHERE id = ?1`
 const (
 	liveStateSQL = `SELECT state, group_key FROM readpast_jobs WHERE id = ?1`
 	// cancelStateSQL is liveStateSQL with the job's later keys, whose
-	// slots a running job's cancellation frees.
-	cancelStateSQL  = `SELECT state, group_key, more_keys FROM readpast_jobs WHERE id = ?1`
+	// slots a running job's cancellation frees, and its claim token, which
+	// CancelClaimed checks.
+	cancelStateSQL  = `SELECT state, group_key, more_keys, coalesce(token, '') FROM readpast_jobs WHERE id = ?1`
 	historyStateSQL = `SELECT state FROM readpast_history WHERE id = ?1`
 	runNowSQL       = `UPDATE readpast_jobs SET run_at = ?2 WHERE id = ?1`
 	// restoreSQL brings finished job ?1 back as pending at ?2; a parent

@@ -41,6 +41,9 @@ func testFencing(t *testing.T, h Harness) {
 	if err := s.Release(ctx, a.ID, a.Token); !errors.Is(err, readpast.ErrStaleToken) {
 		t.Fatalf("release with stale token: %v", err)
 	}
+	if j, err := s.CancelClaimed(ctx, a.ID, a.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
+		t.Fatalf("cancel with stale token: %+v, %v", j, err)
+	}
 	if err := completeOne(ctx, s, &readpast.Job{ID: a.ID, Token: "not-a-token"}, ""); !errors.Is(err, readpast.ErrStaleToken) {
 		t.Fatalf("complete with malformed token: %v", err)
 	}

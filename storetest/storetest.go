@@ -86,6 +86,7 @@ func Run(t *testing.T, h Harness) {
 		{"Release", testRelease},
 		{"CancelAndRetry", testCancelRetry},
 		{"CancelPending", testCancelPending},
+		{"CancelClaimed", testCancelClaimed},
 		{"RunNow", testRunNow},
 		{"RunNowGroup", testRunNowGroup},
 		{"ScheduleRunNow", testScheduleRunNow},

@@ -9,8 +9,18 @@
 -- the job is running by then and is not matched, so a job claimed
 -- meanwhile is never cancelled under its worker. No row: the job is not
 -- live, or (with $2) not pending; the store reads it to say which.
+--
+-- $3, a claim token (CancelClaimed; NULL for none), matches the job only
+-- while it runs under that claim. A rescue or a finish that holds the row
+-- is waited for, and the WHERE re-checked on the row it left: the token
+-- is no longer current, so an attempt that lost its lease never cancels
+-- the job under the worker that claimed it next. No row: the token is
+-- stale, or the job unknown.
 WITH done AS (
-    DELETE FROM readpast_jobs WHERE id = $1 AND (NOT $2::boolean OR state = 'pending') RETURNING *
+    DELETE FROM readpast_jobs
+    WHERE id = $1 AND (NOT $2::boolean OR state = 'pending')
+      AND ($3::uuid IS NULL OR (state = 'running' AND token = $3::uuid))
+    RETURNING *
 ),
 moved AS (
     {{template "history_insert"}}

@@ -36,4 +36,5 @@ retried AS (
 notified AS (
     SELECT pg_notify('readpast', '') FROM (SELECT 1 FROM expired LIMIT 1) e
 )
-SELECT count(*), now() FROM expired WHERE (SELECT count(*) FROM notified) >= 0;
+SELECT count(*), now() FROM expired
+WHERE (SELECT count(*) FROM notified) >= 0 AND readpast_stall('rescue.end', id);

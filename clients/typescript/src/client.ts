@@ -61,6 +61,7 @@ import type {
   Relatives,
   RelativesQuery,
   ReleaseBody,
+  CancelBody,
   Schedule,
   ScheduleBody,
   ScheduleSpec,
@@ -369,9 +370,13 @@ export class Client {
 
   /** `POST /v1/jobs/{id}/cancel`: cancels a pending or running job (a
    * running job's claim token goes stale); a finished one is
-   * InvalidStateError. */
-  async cancelJob(id: number, opts?: RequestOptions): Promise<Job> {
-    return this.#request("POST", jobPath(id, "cancel"), { ...opts, body: {} });
+   * InvalidStateError. With `opts.token`, the worker of an attempt cancels
+   * its own job: only while that token is the job's current claim,
+   * otherwise StaleClaimError and nothing changes. */
+  async cancelJob(id: number, opts?: RequestOptions & { token?: string }): Promise<Job> {
+    const { token, ...rest } = opts ?? {};
+    const body: CancelBody = token === undefined ? {} : { token };
+    return this.#request("POST", jobPath(id, "cancel"), { ...rest, body });
   }
 
   /** `POST /v1/jobs/{id}/retry`: makes a failed or cancelled job pending now

@@ -229,6 +229,7 @@ export type CompleteBatchResponse = Schemas["CompleteBatchResponse"];
 export type FailBody = Schemas["FailRequest"];
 export type HeartbeatBody = Schemas["HeartbeatRequest"];
 export type ReleaseBody = Schemas["ReleaseRequest"];
+export type CancelBody = Schemas["CancelRequest"];
 export type SnoozeBody = Schemas["SnoozeRequest"];
 export type TakeTokensBody = Schemas["TakeTokensRequest"];
 export type ClaimBody = Schemas["ClaimRequest"];

@@ -419,12 +419,9 @@ export class Worker {
     }
     if (value instanceof Cancel) {
       span?.end("cancelled");
-      // Cancel takes no token: check first that the claim is still ours.
-      if ((await this.#beat(run, undefined, this.#cut.signal)).type === "lost") {
-        this.counts.lost++;
-        return;
-      }
-      if (await this.#call(job, "cancel", (o) => this.client.cancelJob(job.id, o), run.leaseEnd)) {
+      // Fenced by the claim token: a claim lost meanwhile (the job rescued,
+      // perhaps running under another worker) cancels nothing.
+      if (await this.#call(job, "cancel", (o) => this.client.cancelJob(job.id, { ...o, token: job.token }), run.leaseEnd)) {
         this.counts.cancelled++;
         this.#log.info(`worker ${this.name}: job ${job.id} cancelled by its handler: ${value.message}`);
       }

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import {
+  Cancel,
   Client,
   RequestTimeoutError,
   Snooze,
@@ -200,6 +201,55 @@ describe("worker races", { concurrency: true }, () => {
     assert.deepEqual([j.state, j.attempt, j.result], ["succeeded", 1, "done"], `never taken back and run again\n${why}`);
     assert.equal(worker.counts.lost, 0);
     assert.ok(beats >= 5, `${beats} heartbeats`);
+  });
+
+  test("a handler's Cancel after its claim was lost cancels nothing", async (t) => {
+    const queue = unique("race");
+    // Every heartbeat gets a 503: the worker cannot tell its lease is gone.
+    const wc = client({
+      fetch: (input, init) =>
+        /^\/v1\/jobs\/\d+\/heartbeat$/.test(pathOf(input))
+          ? Promise.resolve(new Response('{"code":"unavailable","message":"down"}', { status: 503 }))
+          : fetch(input, init),
+    });
+    let giveUp!: () => void;
+    const cancelNow = new Promise<void>((r) => (giveUp = r));
+    const job = await c.enqueue({ kind: "cancels", queue, max_attempts: 5 });
+    const worker = new Worker(wc, {
+      queues: [queue],
+      leaseMs: 1000,
+      heartbeatMs: 300,
+      waitMs: 500,
+      logger: quiet(),
+      opentelemetry: false,
+      handlers: {
+        cancels: async () => {
+          await Promise.race([cancelNow, deadline(15_000)]);
+          return new Cancel("not needed");
+        },
+      },
+    });
+    const done = worker.run();
+    t.after(async () => {
+      giveUp();
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    await waitUntil(() => worker.runningJobs().length === 1, "the worker to take the job");
+    // The lease ends, the server rescues the job and another worker claims it.
+    let other: Awaited<ReturnType<typeof c.claim>> = [];
+    await waitUntil(async () => {
+      other = await c.claim({ queues: [queue], worker: "other", limit: 1, lease_seconds: 60 });
+      return other.length === 1;
+    }, "the job to be rescued and claimed by another worker");
+    assert.equal(other[0].id, job.id);
+    giveUp();
+    await waitUntil(() => worker.counts.lost + worker.counts.cancelled === 1, "the handler's cancel to be answered");
+    assert.deepEqual([worker.counts.cancelled, worker.counts.lost], [0, 1], "a cancel under a lost claim is refused");
+    const j = await c.getJob(job.id);
+    assert.deepEqual([j.state, j.attempt], ["running", 2], "the other worker's attempt goes on");
+    await c.complete(job.id, other[0].token, "by the other worker");
+    assert.equal((await c.getJob(job.id)).state, "succeeded");
   });
 
   test("jobs whose claim answer arrives after stop() are released", async (t) => {

@@ -29,7 +29,7 @@ func (c *api) do(ctx context.Context, op string, raw json.RawMessage) (any, erro
 		"heartbeat":     c.heartbeat,
 		"release":       c.release,
 		"snooze":        c.snooze,
-		"cancel":        c.jobAction("cancel"),
+		"cancel":        c.cancel,
 		"retry":         c.jobAction("retry"),
 		"get":           c.get,
 		"list":          c.list,
@@ -282,7 +282,19 @@ func (c *api) snooze(ctx context.Context, raw json.RawMessage) (any, error) {
 	return c.jobCall(ctx, jobPath(a.ID, "snooze"), httpapi.SnoozeRequest{Token: a.Token, Seconds: &a.Seconds})
 }
 
-// jobAction is cancel or retry: POST /v1/jobs/{id}/ACTION with {}.
+// cancel is POST /v1/jobs/{id}/cancel, with the claim token when given.
+func (c *api) cancel(ctx context.Context, raw json.RawMessage) (any, error) {
+	var a struct {
+		ID    int64   `json:"id"`
+		Token *string `json:"token"`
+	}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	return c.jobCall(ctx, jobPath(a.ID, "cancel"), httpapi.CancelRequest{Token: a.Token})
+}
+
+// jobAction is retry: POST /v1/jobs/{id}/ACTION with {}.
 func (c *api) jobAction(action string) func(context.Context, json.RawMessage) (any, error) {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var a struct {

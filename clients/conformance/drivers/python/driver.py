@@ -198,8 +198,8 @@ class Driver:
         return job_out(self.c.snooze(job_id, token, seconds))
 
     def op_cancel(self, a):
-        (job_id,) = take(a, required=("id",))
-        return job_out(self.c.cancel_job(job_id))
+        job_id, token = take(a, "token", required=("id",))
+        return job_out(self.c.cancel_job(job_id, token=token))
 
     def op_retry(self, a):
         (job_id,) = take(a, required=("id",))

@@ -277,7 +277,8 @@ class Driver {
   }
 
   async cancel(args) {
-    return jobOut(await this.c.cancelJob(take(args, ["id"]).id));
+    const { id, token } = take(args, ["id"], ["token"]);
+    return jobOut(await this.c.cancelJob(id, token === undefined ? {} : { token }));
   }
 
   async retry(args) {
