@@ -88,20 +88,16 @@ export async function callRetrying(attempt: Attempt, plan: CallPlan): Promise<Ca
 
 /**
  * Releases a job at shutdown: pending again at once, the attempt not
- * counted. It is tried for RELEASE_WAIT_MS at most in all from now (not
- * past the job's lease, unless that ends within a second), its retries
- * sharing that time: each attempt waits only for what is left of it, so an
- * answer that stalls or trickles is given up when it ends.
+ * counted. It is tried for RELEASE_WAIT_MS at most in all from now, its
+ * retries sharing that time: each attempt waits only for what is left of
+ * it, so an answer that stalls or trickles is given up when it ends. The
+ * lease does not shorten it: the worker's estimate of the lease's end
+ * counts from when the claim was sent, which for a claim answered late in
+ * its long poll is well before the lease really ends, and a release the
+ * lease outlived is only refused as stale.
  */
-export function releaseAtShutdown(
-  client: Client,
-  job: ClaimedJob,
-  leaseEnd: number,
-  log: Logger,
-  prefix: string,
-): Promise<CallResult> {
-  const now = Date.now();
-  const until = Math.max(Math.min(leaseEnd, now + RELEASE_WAIT_MS), now + 1000);
+export function releaseAtShutdown(client: Client, job: ClaimedJob, log: Logger, prefix: string): Promise<CallResult> {
+  const until = Date.now() + RELEASE_WAIT_MS;
   return callRetrying((o) => client.release(job.id, job.token, o), { what: "release", until, bounded: true, log, prefix });
 }
 

@@ -269,7 +269,7 @@ export class Worker {
       const leaseEnd = started + this.leaseMs;
       for (const job of jobs) {
         this.counts.claimed++;
-        if (this.stopping) this.#track(this.#releaseUnstarted(job, leaseEnd));
+        if (this.stopping) this.#track(this.#releaseUnstarted(job));
         else this.#track(this.#runJob(job, leaseEnd, otel));
       }
     }
@@ -283,15 +283,15 @@ export class Worker {
     });
   }
 
-  async #releaseUnstarted(job: ClaimedJob, leaseEnd: number): Promise<void> {
+  async #releaseUnstarted(job: ClaimedJob): Promise<void> {
     this.#log.info(`worker ${this.name}: job ${job.id} claimed while stopping; releasing it`);
-    await this.#release(job, leaseEnd);
+    await this.#release(job);
   }
 
   /** Releases job at shutdown (releaseAtShutdown), and counts it. */
-  async #release(job: ClaimedJob, leaseEnd: number): Promise<void> {
+  async #release(job: ClaimedJob): Promise<void> {
     const prefix = `worker ${this.name}: job ${job.id}: `;
-    this.#count(await releaseAtShutdown(this.client, job, leaseEnd, this.#log, prefix), true);
+    this.#count(await releaseAtShutdown(this.client, job, this.#log, prefix), true);
   }
 
   // ---- one job ---------------------------------------------------------
@@ -391,7 +391,7 @@ export class Worker {
         run.ctrl.abort(new WorkerStoppedError());
         span?.end("released", new WorkerStoppedError());
         this.#log.warn(`worker ${this.name}: job ${job.id} still running at the shutdown deadline; releasing it`);
-        await this.#release(job, run.leaseEnd);
+        await this.#release(job);
         return;
       case "timeout": {
         const err = new HandlerTimeoutError(outcome.ms);

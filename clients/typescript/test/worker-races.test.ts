@@ -298,6 +298,54 @@ describe("worker races", { concurrency: true }, () => {
     assert.deepEqual([j.state, j.attempt], ["pending", 0]);
   });
 
+  test("a release of a claim answered late in its long poll gets its whole 5 s", async (t) => {
+    const queue = unique("race");
+    let worker!: Worker;
+    let releases = 0;
+    // The claim is answered 2.5 s into its poll, past the 2 s lease counted
+    // from when the claim was sent; its answer comes after stop(); the
+    // first release is refused with a 503 and Retry-After: 1.
+    const wc = client({
+      fetch: async (input, init) => {
+        if (/^\/v1\/jobs\/\d+\/release$/.test(pathOf(input)) && releases++ === 0) {
+          return new Response('{"code":"unavailable","message":"down"}', { status: 503, headers: { "Retry-After": "1" } });
+        }
+        const res = await fetch(input, init);
+        if (pathOf(input) !== "/v1/claim") return res;
+        const text = await res.text();
+        if (((JSON.parse(text) as { jobs?: unknown[] }).jobs?.length ?? 0) === 0) {
+          return new Response(text, { status: res.status, headers: res.headers });
+        }
+        const held = heldResponse(res, text, init?.signal);
+        setTimeout(() => {
+          worker.stop();
+          setTimeout(held.release, 100);
+        }, 50);
+        return held.res;
+      },
+    });
+    worker = new Worker(wc, {
+      queues: [queue],
+      leaseMs: 2000,
+      waitMs: 5000,
+      logger: quiet(),
+      opentelemetry: false,
+      handlers: { k: () => "ran" },
+    });
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    await sleep(2500);
+    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    await Promise.race([done, overdue(10_000, "the stop")]);
+    assert.equal(releases, 2, "the release was tried again after its Retry-After");
+    assert.equal(worker.counts.released, 1);
+    const j = await c.getJob(job.id);
+    assert.deepEqual([j.state, j.attempt], ["pending", 0], "released, not left running until its lease ends");
+  });
+
   test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
     const paths: string[] = [];
     const wc = client({
