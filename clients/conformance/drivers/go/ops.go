@@ -30,7 +30,7 @@ func (c *api) do(ctx context.Context, op string, raw json.RawMessage) (any, erro
 		"release":       c.release,
 		"snooze":        c.snooze,
 		"cancel":        c.cancel,
-		"retry":         c.jobAction("retry"),
+		"retry":         c.retry,
 		"get":           c.get,
 		"list":          c.list,
 		"relatives":     c.relatives,
@@ -294,17 +294,15 @@ func (c *api) cancel(ctx context.Context, raw json.RawMessage) (any, error) {
 	return c.jobCall(ctx, jobPath(a.ID, "cancel"), httpapi.CancelRequest{Token: a.Token})
 }
 
-// jobAction is retry: POST /v1/jobs/{id}/ACTION with {}.
-func (c *api) jobAction(action string) func(context.Context, json.RawMessage) (any, error) {
-	return func(ctx context.Context, raw json.RawMessage) (any, error) {
-		var a struct {
-			ID int64 `json:"id"`
-		}
-		if err := decodeArgs(raw, &a); err != nil {
-			return nil, err
-		}
-		return c.jobCall(ctx, jobPath(a.ID, action), struct{}{})
+// retry is POST /v1/jobs/{id}/retry with {}.
+func (c *api) retry(ctx context.Context, raw json.RawMessage) (any, error) {
+	var a struct {
+		ID int64 `json:"id"`
 	}
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	return c.jobCall(ctx, jobPath(a.ID, "retry"), struct{}{})
 }
 
 // jobCall POSTs body to path and returns the job of the answer.
