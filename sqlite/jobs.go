@@ -218,6 +218,10 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // token, or a job no longer running under it, is readpast.ErrStaleToken
 // and changes nothing; an unknown id is readpast.ErrNotFound.
 func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*readpast.Job, error) {
+	if token == "" {
+		// No claim has it; and to cancel, "" means no token at all.
+		return nil, lookup(ctx, s.read, id, token, false)
+	}
 	return s.cancel(ctx, "cancel claimed", id, false, token)
 }
 

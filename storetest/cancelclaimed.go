@@ -34,6 +34,8 @@ func testCancelClaimed(t *testing.T, h Harness) {
 	}{
 		{"a pending job", next.ID, r.Token},
 		{"a malformed token", r.ID, "not-a-token"},
+		{"an empty token", r.ID, ""},
+		{"an empty token, pending", next.ID, ""},
 		{"a token of no claim", r.ID, "0b0c7d1e-0000-4000-8000-000000000000"},
 	} {
 		before := get(t, s, tc.id)
