@@ -306,6 +306,15 @@ class WorkingTest(unittest.TestCase):
         after = self.c.get_job(made.id)
         self.assertEqual((after.state, after.result, after.errors, after.snoozes), ("cancelled", None, [], 0))
 
+    def test_a_cancel_with_a_token_needs_it_to_be_the_current_claim(self) -> None:
+        made = self.c.enqueue("s", queue=self.queue)
+        job = self.claim_one()
+        assert job.token is not None
+        with self.assertRaises(readpast.StaleClaimError):
+            self.c.cancel_job(job.id, "00000000-0000-0000-0000-000000000000")
+        self.assertEqual(self.c.get_job(made.id).state, "running")
+        self.assertEqual(self.c.cancel_job(job.id, job.token).state, "cancelled")
+
     def test_expired_lease_makes_the_token_stale(self) -> None:
         made = self.c.enqueue("s", queue=self.queue)
         job = self.claim_one(lease=0.2)

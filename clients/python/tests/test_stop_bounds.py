@@ -8,6 +8,7 @@ chosen requests."""
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 import unittest
@@ -28,10 +29,12 @@ class RuleProxy:
     """A proxy in front of the server that reads each request and, by the
     first rule whose text its path contains (each rule for its first n
     requests, or all), passes it on ("pass", the client's half-close
-    too), never answers it ("stall"),
-    answers a status line and then a byte a second ("trickle"), answers
-    503 with Retry-After: 4 itself ("busy"), or passes it on and holds the
-    answer until the client closes its sending side ("hold")."""
+    too), never answers it ("stall"), answers a status line and then a
+    byte a second ("trickle"), or so until cut is set, then resets the
+    connection ("trickle_cut"), answers 503 with Retry-After: 4 itself
+    ("busy"), or 1 ("busy1"), passes it on and holds the answer until the
+    client closes its sending side ("hold"), or answers 403 itself once
+    the client closes its sending side ("refuse")."""
 
     def __init__(self, target: str, rules: List[Tuple[str, str, Optional[int]]]) -> None:
         parts = urllib.parse.urlsplit(target)
@@ -39,6 +42,7 @@ class RuleProxy:
         self.rules = [list(r) for r in rules]
         self.lock = threading.Lock()
         self.closed = threading.Event()
+        self.cut = threading.Event()
         self.seen: List[Tuple[float, str, str]] = []  # (time, path, action)
         self.ln = socket.socket()
         self.ln.bind(("127.0.0.1", 0))
@@ -101,10 +105,24 @@ class RuleProxy:
                     while not self.closed.wait(1.0):
                         c.sendall(b"X")
                     return
-                if act == "busy":
+                if act == "trickle_cut":
+                    c.sendall(b"HTTP/1.1 200 OK\r\n")
+                    while not self.cut.wait(0.5) and not self.closed.is_set():
+                        c.sendall(b"X")
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    return
+                if act == "refuse":
+                    while c.recv(1):  # until the client's half-close
+                        pass
+                    msg = b'{"error":{"code":"forbidden","message":"no"}}'
+                    c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(msg), msg))
+                    return
+                if act in ("busy", "busy1"):
                     msg = b'{"error":{"code":"unavailable","message":"busy"}}'
-                    c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 4\r\n"
-                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(msg), msg))
+                    c.sendall(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %s\r\n"
+                              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                              % (b"4" if act == "busy" else b"1", len(msg), msg))
                     continue
                 up = socket.create_connection(self.target)
                 with self.lock:

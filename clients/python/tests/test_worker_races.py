@@ -67,7 +67,7 @@ class RunTest(unittest.TestCase):
         ran: List[int] = []
         w = readpast.Worker(FakeClient(), ["q"], {"k": lambda ctx: ran.append(1)})  # type: ignore[arg-type]
         now = time.monotonic()
-        run = _Run(job(), JobContext(job(), "w", None), now + 30, None, now + 10)
+        run = _Run(job(), JobContext(job(), "w", None), now + 30, None, now + 10, w._session)
         self.assertTrue(run.decide())  # the shutdown released it
         self.assertFalse(w._run(run))
         self.assertEqual(ran, [])
@@ -76,7 +76,7 @@ class RunTest(unittest.TestCase):
         fake = FakeClient()
         w = readpast.Worker(fake, ["q"], {}, lease_seconds=30)  # type: ignore[arg-type]
         now = time.monotonic()
-        run = _Run(job(), JobContext(job(), "w", None), now + 30, None, now)
+        run = _Run(job(), JobContext(job(), "w", None), now + 30, None, now, w._session)
         w._heartbeat(run)
         self.assertEqual(len(fake.timeouts), 1)
         self.assertLessEqual(fake.timeouts[0] or 0, w.heartbeat_interval)

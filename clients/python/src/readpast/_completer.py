@@ -40,10 +40,16 @@ class Completer:
     :meth:`complete` blocks until its job's completion was written (or
     refused), so that the worker holds the job's slot, and its lease, until
     then, as it does for a completion sent alone.
+
+    Once ``gave_up`` is set (the shutdown of the worker's run gave up what
+    was still out), it sends nothing more: the completions still waiting,
+    behind a batch that hangs, say, get FALLBACK, which the worker gives
+    up too.
     """
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, gave_up: Optional[threading.Event] = None) -> None:
         self._client = client
+        self._gave_up = gave_up if gave_up is not None else threading.Event()
         self._cond = threading.Condition()
         self._queue: List[_Item] = []
         self._sending = False
@@ -63,6 +69,9 @@ class Completer:
                     self._cond.wait()
                 if item.done:
                     return item.outcome
+                if self._gave_up.is_set():
+                    self._queue = []  # every caller still waiting sees the same
+                    return FALLBACK
                 self._sending = True
                 batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             outcomes = self._send(batch)

@@ -45,14 +45,30 @@ class _Outcome:
         self.stack = stack
 
 
+class _Session:
+    """One run() of a Worker: what the outcomes and releases of the jobs
+    it claimed share, apart from every other run's. Each job keeps its
+    own run's, so that what an earlier run left behind (a batch stuck, a
+    release still trickling, an outcome given up) acts only on that run's,
+    never on the next one's."""
+
+    def __init__(self, client: Client) -> None:
+        self.gave_up = threading.Event()  # the shutdown gave up what was still out
+        # Completions that finish together go in one request.
+        self.completer = Completer(client, self.gave_up)
+        self.releasing = 0  # releases of jobs claimed while stopping; guarded by the worker's _cond
+        self.release_until = 0.0  # when the last release at shutdown gives up; guarded by the worker's _cond
+
+
 class _Run:
     """One claimed job in this worker, and what its handler thread, the
     watcher and the shutdown share about it."""
 
     def __init__(self, job: Job, ctx: JobContext, lease_end: float, timeout: Optional[float],
-                 next_beat: float) -> None:
+                 next_beat: float, session: _Session) -> None:
         self.job = job
         self.ctx = ctx
+        self.session = session  # the run() that claimed it
         self.timeout = timeout
         self.lease_end = lease_end  # time.monotonic() when the lease ends
         self.next_beat = next_beat  # when the watcher heartbeats it next
@@ -87,16 +103,6 @@ class _Outcomes:
     heartbeat_interval: float
     counts: Dict[str, int]
     _cond: threading.Condition
-    _completer: Completer
-    _gave_up: threading.Event
-
-    def _beat(self, run: _Run) -> bool:
-        """Extends the lease; False when the claim is gone (the handler's
-        context is then cancelled and its outcome dropped)."""
-        code = self._renew(run)
-        if code is not None:
-            self._lost(run, code)
-        return code is None
 
     def _renew(self, run: _Run) -> Optional[str]:
         """Extends the lease; the error's code when the claim is gone, None
@@ -137,21 +143,22 @@ class _Outcomes:
 
     def _record(self, run: _Run, out: _Outcome) -> None:
         job = run.job
+        session = run.session  # the job's run's, whatever run() is the worker's now
         value: Any = out.exc if out.exc is not None else out.value
         if isinstance(value, Snooze):
             try:
-                if self._call(job, "snooze", lambda: self.client.snooze(job.id, job.token or "", value.seconds),
-                              run.lease_end, reraise=(SnoozeLimitError, InvalidInputError)) is not None:
+                if self._call(session, job, "snooze",
+                              lambda: self.client.snooze(job.id, job.token or "", value.seconds), run.lease_end,
+                              reraise=(SnoozeLimitError, InvalidInputError)) is not None:
                     self._count("snoozed")
             except (SnoozeLimitError, InvalidInputError) as e:
                 self._fail(run, "could not snooze: %s" % e.message, out.stack)
             return
         if isinstance(value, Cancel):
-            # Cancel takes no token: check first that the claim is still
-            # ours, which also keeps anyone else from taking the job.
-            if not self._beat(run):
-                return
-            if self._call(job, "cancel", lambda: self.client.cancel_job(job.id), run.lease_end) is not None:
+            # With the claim's token: a claim gone stale (the job rescued,
+            # perhaps running elsewhere) cancels nothing.
+            if self._call(session, job, "cancel", lambda: self.client.cancel_job(job.id, job.token or ""),
+                          run.lease_end) is not None:
                 self._count("cancelled")
                 self.log.info("worker %s: job %d cancelled by its handler: %s", self.name, job.id, value)
             return
@@ -167,7 +174,7 @@ class _Outcomes:
         except (TypeError, ValueError) as e:
             self._fail(run, "the handler's result is not JSON: %s" % e, "")
             return
-        sent = self._completer.complete(job.id, job.token or "", value)
+        sent = session.completer.complete(job.id, job.token or "", value)
         if sent is None:
             self._count("succeeded")
             return
@@ -177,8 +184,9 @@ class _Outcomes:
                              self.name, job.id, sent.code)
             return
         try:
-            done = self._call(job, "complete", lambda: self.client.complete(job.id, job.token or "", value),
-                              run.lease_end, reraise=(InvalidInputError, TooLargeError))
+            done = self._call(session, job, "complete",
+                              lambda: self.client.complete(job.id, job.token or "", value), run.lease_end,
+                              reraise=(InvalidInputError, TooLargeError))
         except (InvalidInputError, TooLargeError) as e:
             self._fail(run, "the server refused the handler's result: %s" % e.message, "")
             return
@@ -192,19 +200,19 @@ class _Outcomes:
             stack = stack[: MAX_STACK // 2] + "\n…\n" + stack[-MAX_STACK // 2:]
         self.log.info("worker %s: job %d (%s) attempt %d failed%s: %s", self.name, job.id, job.kind,
                       job.attempt, " for good" if discard else "", message)
-        if self._call(job, "fail", lambda: self.client.fail(job.id, job.token or "", message,
-                                                            stack=stack or None, discard=discard),
+        if self._call(run.session, job, "fail", lambda: self.client.fail(job.id, job.token or "", message,
+                                                                         stack=stack or None, discard=discard),
                       run.lease_end) is not None:
             self._count("discarded" if discard else "failed")
 
-    def _call(self, job: Job, what: str, fn: Callable[[], Any], lease_end: float,
+    def _call(self, session: _Session, job: Job, what: str, fn: Callable[[], Any], lease_end: float,
               reraise: Tuple[Type[BaseException], ...] = (), grace: float = 1.0) -> Any:
         """Calls fn, retrying what may pass (no connection, 429, 5xx) until
         the lease ends (or grace seconds from now, if later), and not once
-        the shutdown gave up. Returns its answer, or None when it was
-        refused (the claim is gone) or given up on; raises the errors in
-        reraise."""
-        gave_up = self._gave_up  # this run's: a later run's never reopens it
+        the shutdown of session (the run that claimed the job) gave up.
+        Returns its answer, or None when it was refused (the claim is gone)
+        or given up on; raises the errors in reraise."""
+        gave_up = session.gave_up
         deadline = max(lease_end, time.monotonic() + grace)
         backoff = 0.1
         while True:

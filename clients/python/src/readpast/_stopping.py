@@ -13,7 +13,7 @@ import time
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional
 
-from ._outcomes import _Outcomes, _Run
+from ._outcomes import _Outcomes, _Run, _Session
 from ._transport import CONNECT_TIMEOUT
 from .models import Job
 
@@ -47,12 +47,10 @@ class _Stopping(_Outcomes):
     _stop_deadline: Optional[float]
     _stop_at: Optional[float]
     _signals: int
-    _releasing: int
-    _release_until: float
+    _session: _Session
     _conn: Any
     _conn_owner: Optional[int]
     _conn_lock: threading.Lock
-    _gave_up: threading.Event
     _watching: bool
     _watch: threading.Condition
     _idle: int
@@ -155,6 +153,7 @@ class _Stopping(_Outcomes):
         whose connection was opening then takes to be cut).
         What is still out then is given up: its jobs run again when their
         leases end."""
+        session = self._session  # this run's: an earlier run's releases count for nothing here
         with self._cond:
             if self._runs:
                 self.log.info("worker %s: waiting for %d running job(s)", self.name, len(self._runs))
@@ -179,20 +178,19 @@ class _Stopping(_Outcomes):
             with self._cond:
                 stopped = self._stop_at if self._stop_at is not None else time.monotonic()
                 deadline = self._stop_deadline if self._stop_deadline is not None else stopped
-                give_up = max(deadline + _OUTCOME_GRACE, self._release_until)
+                give_up = max(deadline + _OUTCOME_GRACE, session.release_until)
                 if claimer.is_alive():  # opening its connection, then cut
                     give_up = max(give_up, stopped + CONNECT_TIMEOUT + _HALF_CLOSED)
-                out = len(self._runs) + self._releasing
+                out = len(self._runs) + session.releasing
                 if (out == 0 and not claimer.is_alive()) or time.monotonic() >= give_up:
                     break
                 self._cond.wait(_POLL)
         with self._cond:
             if out or claimer.is_alive():
-                self._gave_up.set()  # no more retries of what is still out
+                session.gave_up.set()  # no more retries of what is still out
                 self.log.error("worker %s: %d outcome(s) or release(s) still unsent at the shutdown's bound; "
                                "given up: their jobs run again when their leases end", self.name, out)
                 self._runs.clear()
-                self._releasing = 0
             self._watching = False
             self._watch.notify_all()
             for _ in range(self._idle):
@@ -208,38 +206,45 @@ class _Stopping(_Outcomes):
             run.ctx._cancel("the worker stopped and released the job")
             self.log.warning("worker %s: job %d still running at the shutdown deadline; releasing it",
                              self.name, job.id)
-            if self._release(job, run.lease_end):
+            if self._release(job, run.session):
                 self._count("released")
         finally:
             self._end(run)
 
-    def _release_unstarted(self, jobs: List[Job], lease_end: float) -> None:
+    def _release_unstarted(self, jobs: List[Job], session: _Session) -> None:
         """Releases the jobs of a claim answered after the stop, each in a
-        thread of its own, all at once; the shutdown waits for them."""
+        thread of its own, all at once; the shutdown of session (the run
+        that claimed them) waits for them."""
         with self._cond:
-            self._releasing += len(jobs)
+            session.releasing += len(jobs)
+            # Now, before the claimer ends, not as each release begins:
+            # the shutdown, once it sees the claimer gone, waits for these.
+            session.release_until = max(session.release_until, time.monotonic() + _RELEASE_WAIT)
         for job in jobs:
-            threading.Thread(target=self._release_one, args=(job, lease_end), name="readpast-release",
+            threading.Thread(target=self._release_one, args=(job, session), name="readpast-release",
                              daemon=True).start()
 
-    def _release_one(self, job: Job, lease_end: float) -> None:
+    def _release_one(self, job: Job, session: _Session) -> None:
         try:
             self.log.info("worker %s: job %d claimed while stopping; releasing it", self.name, job.id)
-            if self._release(job, lease_end):
+            if self._release(job, session):
                 self._count("released")
         finally:
             with self._cond:
-                self._releasing = max(0, self._releasing - 1)
+                session.releasing -= 1
                 self._cond.notify_all()
 
-    def _release(self, job: Job, lease_end: float) -> bool:
-        """Releases job at shutdown, for _RELEASE_WAIT at most in all (its
-        lease ends anyway): each try gets what is left of it; reports
-        whether it was released."""
-        until = min(lease_end, time.monotonic() + _RELEASE_WAIT)
+    def _release(self, job: Job, session: _Session) -> bool:
+        """Releases job at shutdown, for _RELEASE_WAIT at most in all: each
+        try gets what is left of it; reports whether it was released. The
+        full _RELEASE_WAIT whatever the worker makes of the lease: a
+        release whose claim went stale meanwhile is refused and changes
+        nothing, so trying costs nothing, while giving up early leaves the
+        job running for no one until its lease ends."""
+        until = time.monotonic() + _RELEASE_WAIT
         with self._cond:
-            self._release_until = max(self._release_until, until)
-        return self._call(job, "release", lambda: self.client.release(
+            session.release_until = max(session.release_until, until)
+        return self._call(session, job, "release", lambda: self.client.release(
             job.id, job.token or "", timeout=max(until - time.monotonic(), 0.05)), until, grace=0.0) is not None
 
 

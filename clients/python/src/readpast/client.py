@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._http import ConnHook, job_id_of, segment, set_fields, trace_headers
@@ -277,11 +278,16 @@ class Client(BatchCalls):
                 return
             cursor = page.next_cursor
 
-    def cancel_job(self, job_id: int) -> Job:
+    def cancel_job(self, job_id: int, token: Optional[str] = None) -> Job:
         """``POST /v1/jobs/{id}/cancel``: cancels a pending or running job
         (a running job's claim token goes stale); a finished job is
-        :class:`InvalidStateError`."""
-        return Job.from_json(self._request("POST", "/v1/jobs/%d/cancel" % job_id_of(job_id), {}))
+        :class:`InvalidStateError`. With ``token``, a claim token, the job
+        is cancelled only while that token is its current claim (a worker
+        cancelling the job it runs): after its lease expired and it was
+        rescued, or once it finished, it is :class:`StaleClaimError` and
+        nothing changes."""
+        body = {} if token is None else {"token": token}
+        return Job.from_json(self._request("POST", "/v1/jobs/%d/cancel" % job_id_of(job_id), body))
 
     def retry_job(self, job_id: int) -> Job:
         """``POST /v1/jobs/{id}/retry``: makes a failed or cancelled job
@@ -345,7 +351,7 @@ class Client(BatchCalls):
         ``parent_results`` each job that runs after others carries its
         parents' results (:attr:`Job.parent_results`); the server reads
         them in one more statement per claim, and nothing more without."""
-        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)
+        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)[0]
 
     def _claim(
         self,
@@ -356,9 +362,12 @@ class Client(BatchCalls):
         wait_seconds: float,
         hook: Optional[ConnHook],
         parent_results: bool = False,
-    ) -> List[Job]:
+    ) -> Tuple[List[Job], Optional[Tuple[float, Optional[str]]]]:
         """claim, handing the connection to hook (the Worker shuts it to end
-        a long poll at once when it stops)."""
+        a long poll at once when it stops). With the jobs, when the answer
+        came (time.monotonic() as its headers were read) and its Date
+        header, which tell the Worker when the jobs' leases end; None for
+        an empty answer."""
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one string")
         body = set_fields(
@@ -368,11 +377,13 @@ class Client(BatchCalls):
             wait_seconds=wait_seconds or None,
             parent_results=True if parent_results else None,
         )
+        answered: List[Tuple[float, Optional[str]]] = []
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook,
-                          empty_ok=True)
+                          empty_ok=True,
+                          on_answer=lambda resp: answered.append((time.monotonic(), resp.getheader("Date"))))
         if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
-            return []
-        return [Job.from_json(j) for j in d["jobs"]]
+            return [], None
+        return [Job.from_json(j) for j in d["jobs"]], answered[-1] if answered else None
 
     def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,
                   timeout: Optional[float] = None) -> _dt.datetime:

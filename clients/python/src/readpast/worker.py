@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as _dt
+import email.utils
 import logging
 import os
 import queue
@@ -13,8 +15,7 @@ import time
 import traceback
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ._completer import Completer
-from ._outcomes import _Outcome, _Run
+from ._outcomes import _Outcome, _Run, _Session
 from ._stopping import _POLL, _Stopping
 from .client import Client
 from .errors import (
@@ -48,6 +49,34 @@ _GATHER = 0.005
 # within about a second of a server or database that was away, spread out.
 _CLAIM_BACKOFF_MIN = 0.05
 _CLAIM_BACKOFF_MAX = 0.8
+
+
+def _lease_end(job: Job, started: float, lease_seconds: float,
+               answered: Optional[Tuple[float, Optional[str]]]) -> float:
+    """When the lease of a job just claimed ends, in time.monotonic().
+    The claim sent plus the lease is never late, the server having
+    claimed the job after that; but a long poll may be answered long
+    after it began. The server's clock tells more: its answer's Date is
+    its time when it answered, to the second below, so the lease had more
+    than lease_expires_at - (Date + 1 s) left then. Counted from when the
+    answer came, that is late only by the time the answer took on its
+    way. It takes the server and its database to share a clock, and is
+    taken as no more than a lease from when the answer came, nor less
+    than the claim sent plus the lease. Without a Date header, or one
+    that does not parse, the claim sent plus the lease."""
+    floor = started + lease_seconds
+    if answered is None or answered[1] is None or job.lease_expires_at is None:
+        return floor
+    came, header = answered[0], answered[1]
+    try:
+        date = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return floor
+    if date.tzinfo is None:
+        date = date.replace(tzinfo=_dt.timezone.utc)
+    left = (job.lease_expires_at - date).total_seconds() - 1.0
+    return max(floor, came + min(left, lease_seconds))
+
 
 class Worker(_Stopping):
     """Runs jobs of ``queues`` with ``handlers`` (a mapping of job kind to
@@ -160,15 +189,11 @@ class Worker(_Stopping):
         self._stopping = threading.Event()
         self._stop_deadline: Optional[float] = None  # guarded by _cond
         self._stop_at: Optional[float] = None  # when the stop came; guarded by _cond
-        self._releasing = 0  # releases of jobs claimed while stopping; guarded by _cond
-        self._release_until = 0.0  # when the last release at shutdown gives up; guarded by _cond
-        self._gave_up = threading.Event()  # the shutdown gave up what was still out
+        self._session = _Session(client)  # the current run()'s
         self._signals = 0  # set by the signal handler, read by run()
         self._conn: Any = None  # the claim's connection while it waits; guarded by _conn_lock
         self._conn_owner: Optional[int] = None  # the claimer thread that set _conn; guarded by _conn_lock
         self._conn_lock = threading.Lock()
-        # Completions that finish together go in one request.
-        self._completer = Completer(client)
         self._fatal: Optional[BaseException] = None
         self._running = False
         self.counts: Dict[str, int] = {
@@ -204,7 +229,7 @@ class Worker(_Stopping):
         (see the class). In the main thread, SIGTERM and SIGINT stop it
         (their previous handlers are restored on return). Raises the claim's
         error when the server refuses it for good (a bad queue name, a
-        token that is not valid)."""
+        token that is not valid), unless a stop came first."""
         with self._cond:
             if self._running:
                 raise RuntimeError("this worker is running already")
@@ -216,11 +241,11 @@ class Worker(_Stopping):
         try:
             self.log.info("worker %s: waiting for jobs on %s", self.name, ", ".join(self.queues))
             # This run's: what an earlier run gave up stays given up, and
-            # a batch it left stuck holds up none of this run's.
-            self._gave_up = threading.Event()
-            self._completer = Completer(self.client)
-            self._release_until = 0.0
-            claimer = threading.Thread(target=self._claim_loop, name="readpast-claim", daemon=True)
+            # what it left behind (a batch stuck, a release still
+            # trickling) touches none of this run's.
+            session = self._session = _Session(self.client)
+            claimer = threading.Thread(target=self._claim_loop, args=(session,), name="readpast-claim",
+                                       daemon=True)
             claimer.start()
             seen = 0
             while claimer.is_alive():
@@ -285,15 +310,15 @@ class Worker(_Stopping):
 
     # ---- claiming --------------------------------------------------------
 
-    def _claim_loop(self) -> None:
+    def _claim_loop(self, session: _Session) -> None:
         try:
-            self._claim_until_stopped()
+            self._claim_until_stopped(session)
         except BaseException as e:  # a bug: stop rather than hang with no claims
             self.log.exception("worker %s: claiming", self.name)
             self._fatal = e
             self.stop()
 
-    def _claim_until_stopped(self) -> None:
+    def _claim_until_stopped(self, session: _Session) -> None:
         # This run's: a claimer the shutdown gave up on never claims for
         # the next run.
         stopping = self._stopping
@@ -316,10 +341,13 @@ class Worker(_Stopping):
                 break
             started = time.monotonic()
             try:
-                jobs = self.client._claim(self.name, self.queues, free, self.lease_seconds, self.wait_seconds,
-                                          lambda conn: self._claim_conn(conn, stopping), self.parent_results)
+                jobs, answered = self.client._claim(self.name, self.queues, free, self.lease_seconds,
+                                                    self.wait_seconds, lambda conn: self._claim_conn(conn, stopping),
+                                                    self.parent_results)
                 backoff = 0.0
             except (InvalidInputError, UnauthorizedError, ForbiddenError, NotFoundError) as e:
+                if stopping.is_set():
+                    break  # stopped anyway: the claim's refusal changes nothing
                 self.log.error("worker %s: claim refused: %s", self.name, e)
                 self._fatal = e
                 self.stop()
@@ -343,7 +371,6 @@ class Worker(_Stopping):
                 self._claim_conn(None, stopping)
             if not jobs and self.wait_seconds == 0:
                 stopping.wait(_IDLE_POLL)  # no long poll: do not spin
-            lease_end = started + self.lease_seconds
             with self._cond:
                 # Under the lock stop() sets the flag under: once the
                 # shutdown began, no job starts.
@@ -353,16 +380,16 @@ class Worker(_Stopping):
                 else:
                     unstarted = []
                     for job in jobs:
-                        self._start(job, lease_end)
+                        self._start(job, _lease_end(job, started, self.lease_seconds, answered), session)
             if unstarted:
-                self._release_unstarted(unstarted, lease_end)
+                self._release_unstarted(unstarted, session)
 
-    def _start(self, job: Job, lease_end: float) -> None:
+    def _start(self, job: Job, lease_end: float, session: _Session) -> None:
         timeout = self._timeouts.get(job.kind) or self.handler_timeout
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         ctx = JobContext(job, self.name, deadline)
-        run = _Run(job, ctx, lease_end, timeout, now + self.heartbeat_interval)
+        run = _Run(job, ctx, lease_end, timeout, now + self.heartbeat_interval, session)
         with self._cond:
             self._runs[job.id] = run
             first = min(run.next_beat, deadline if deadline is not None else run.next_beat)

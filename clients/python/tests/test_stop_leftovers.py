@@ -1,0 +1,229 @@
+"""What a worker's stop leaves out, and what the lease it counts on lets
+it do: what a run gave up is never sent, by it nor by the next run, and
+touches none of the next run's; releases at shutdown get their 5 s and
+outcomes their lease however late in its long poll the claim was
+answered; a claim refused after the stop just ends the run; a handler's
+Cancel on a claim gone stale cancels nothing. The proxy of
+test_stop_bounds stands in front of the server."""
+
+import datetime as _dt
+import email.utils
+import logging
+import os
+import threading
+import time
+import unittest
+from typing import Any, List, Optional, Tuple
+
+import support
+from support import unique, wait_until
+from test_stop_bounds import RuleProxy
+
+import readpast
+from readpast import worker as _worker
+
+
+def setUpModule() -> None:
+    support.server_url()
+
+
+class Leftovers(unittest.TestCase):
+    def setUp(self) -> None:
+        self.direct = support.client()
+        self.addCleanup(self.direct.close)
+        self.queue = unique("left")
+        self.quiet = logging.getLogger("readpast.test.leftovers")
+        self.quiet.disabled = True
+
+    def _via(self, rules: List[Tuple[str, str, Optional[int]]], timeout: float = 30.0) -> readpast.Client:
+        self.proxy = RuleProxy(support.server_url(), rules)
+        self.addCleanup(self.proxy.close)
+        via = readpast.Client(self.proxy.url, token=os.environ.get("READPAST_TOKEN"), timeout=timeout)
+        self.addCleanup(via.close)
+        return via
+
+    def _requests(self, text: str, since: float = 0.0) -> List[str]:
+        with self.proxy.lock:
+            return [s[2] for s in self.proxy.seen if text in s[1] and s[0] >= since]
+
+    def _run(self, w: readpast.Worker) -> threading.Thread:
+        t = w.start()
+        self.addCleanup(lambda: (w.stop(0), t.join(15)))
+        return t
+
+    def _stop(self, w: readpast.Worker, t: threading.Thread) -> float:
+        began = time.monotonic()
+        w.stop()
+        t.join(20)
+        self.assertFalse(t.is_alive(), "run() had not returned 20 s after the stop")
+        return time.monotonic() - began
+
+    def test_completions_given_up_are_sent_neither_later_nor_by_the_next_run(self) -> None:
+        # Job a's batch is never answered (its request times out 8 s on);
+        # job b's completion waits behind it. Both are given up 5 s after
+        # the stop.
+        go, done = threading.Event(), threading.Event()
+
+        def second(ctx: readpast.JobContext) -> Any:
+            go.wait(30)
+            done.set()
+            return "B"
+
+        via = self._via([("/jobs/complete", "stall", 1)], timeout=8)
+        w = readpast.Worker(via, [self.queue], {"a": lambda ctx: "A", "b": second}, concurrency=2,
+                            lease_seconds=60, wait_seconds=1, shutdown_timeout=0, logger=self.quiet)
+        a = self.direct.enqueue("a", queue=self.queue)
+        b = self.direct.enqueue("b", queue=self.queue)
+        t = w.start()
+        wait_until(lambda: self._requests("/jobs/complete"), "job a's batch")
+        go.set()
+        self.assertTrue(done.wait(5))
+        time.sleep(0.5)  # job b's completion waits behind the batch
+        took = self._stop(w, t)
+        self.assertLess(took, 6.5)
+        ended = time.monotonic()
+        self._run(w)
+        # Past the stuck batch's timeout, b's completion went out in a batch
+        # of its own, and a's alone, with the next run's give-up.
+        time.sleep(10.5 - took)
+        self.assertEqual(self._requests("/complete", ended), [], "a completion given up was sent")
+        self.assertEqual(self.direct.get_job(a.id).state, "running")
+        self.assertEqual(self.direct.get_job(b.id).state, "running")
+        self.assertEqual(w.counts["succeeded"], 0)
+
+    def test_a_release_an_earlier_run_gave_up_does_not_end_the_next_runs_wait(self) -> None:
+        # Run 1: its claim is answered after the stop, and the release of
+        # its job trickles until given up.
+        via = self._via([("/claim", "hold", 1), ("/release", "trickle_cut", 1)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: ctx.cancelled.wait(60)}, wait_seconds=5,
+                            lease_seconds=30, shutdown_timeout=0, logger=self.quiet)
+        first = self.direct.enqueue("k", queue=self.queue)
+        t = w.start()
+        wait_until(lambda: self.direct.get_job(first.id).state == "running", "run 1's claim to take its job")
+        self.assertLess(self._stop(w, t), 6.5)
+        # Run 2: the same, and its release is answered 503, Retry-After: 4.
+        with self.proxy.lock:
+            self.proxy.rules[:0] = [["/claim", "hold", 1], ["/release", "busy", 1]]
+        job = self.direct.enqueue("k", queue=self.queue)
+        t = self._run(w)
+        wait_until(lambda: self.direct.get_job(job.id).state == "running", "run 2's claim to take its job")
+        threading.Timer(0.3, self.proxy.cut.set).start()  # run 1's release ends
+        took = self._stop(w, t)
+        # Run 1's release, ending, was counted as run 2's: run() returned
+        # 0.3 s after the stop, before its retry.
+        self.assertGreater(took, 3.5, "run() did not wait for its own release's retry")
+        self.assertEqual(self._requests("/release"), ["trickle_cut", "busy", "pass"])
+        self.assertEqual(self.direct.get_job(job.id).state, "pending")
+
+    def test_a_release_gets_its_5_s_when_the_claim_was_answered_late_in_its_poll(self) -> None:
+        # The server answers 4 s into a 20 s poll, with a lease of 3 s: a
+        # lease counted from when the poll began was over, and the release
+        # was given up at its first 503.
+        via = self._via([("/claim", "hold", 1), ("/release", "busy1", 1)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=20, lease_seconds=3,
+                            shutdown_timeout=0, logger=self.quiet)
+        t = self._run(w)
+        wait_until(lambda: self._requests("/claim"), "the long poll")
+        time.sleep(4)
+        job = self.direct.enqueue("k", queue=self.queue)
+        wait_until(lambda: self.direct.get_job(job.id).state == "running", "the server to claim it")
+        self._stop(w, t)
+        self.assertEqual(self._requests("/release"), ["busy1", "pass"])
+        self.assertEqual(w.counts["released"], 1)
+        self.assertEqual(self.direct.get_job(job.id).state, "pending")
+
+    def test_an_outcomes_retries_count_the_lease_from_the_claim_not_the_poll(self) -> None:
+        # As above; the handler's completion is answered 503, Retry-After:
+        # 1, in its batch and alone: 2 s of the lease are left for it.
+        via = self._via([("/jobs/complete", "busy1", 1), ("/complete", "busy1", 1)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=20, lease_seconds=3,
+                            logger=self.quiet)
+        self._run(w)
+        wait_until(lambda: self._requests("/claim"), "the long poll")
+        time.sleep(4)
+        job = self.direct.enqueue("k", queue=self.queue)
+        # Given up, the job ran again once its lease ended, an attempt spent.
+        done = wait_until(lambda: self.direct.get_job(job.id).state == "succeeded" and self.direct.get_job(job.id),
+                          "the retried completion", 2.5)
+        self.assertEqual(done.attempt, 1)
+        self.assertEqual(self._requests("/complete"), ["busy1", "busy1", "pass"])
+
+    def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
+        via = self._via([("/claim", "refuse", 1)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=20, logger=self.quiet)
+        raised: List[BaseException] = []
+
+        def run() -> None:
+            try:
+                w.run(install_signal_handlers=False)
+            except BaseException as e:  # noqa: B902
+                raised.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        wait_until(lambda: self._requests("/claim"), "the long poll")
+        self.assertLess(self._stop(w, t), 2.0)
+        self.assertEqual(raised, [], "run() raised the refusal of a claim answered after the stop")
+
+    def test_a_handlers_cancel_on_a_stale_claim_cancels_nothing(self) -> None:
+        # Worker 1's heartbeats get no answer but 503s: its lease of 1 s
+        # ends, the job is rescued and runs under worker 2, and then
+        # worker 1's handler returns Cancel.
+        rescued = threading.Event()
+        finish = threading.Event()
+
+        def first(ctx: readpast.JobContext) -> Any:
+            rescued.wait(20)
+            return readpast.Cancel("changed my mind")
+
+        def second(ctx: readpast.JobContext) -> Any:
+            rescued.set()
+            finish.wait(20)
+            return "done"
+
+        via = self._via([("/heartbeat", "busy", None)])
+        w1 = readpast.Worker(via, [self.queue], {"k": first}, lease_seconds=1, wait_seconds=1,
+                             logger=self.quiet)
+        w2 = readpast.Worker(self.direct, [self.queue], {"k": second}, lease_seconds=30, wait_seconds=1,
+                             logger=self.quiet)
+        job = self.direct.enqueue("k", queue=self.queue)
+        self._run(w1)
+        wait_until(lambda: job.id in w1.running_jobs(), "worker 1 to run it")
+        self._run(w2)
+        self.assertTrue(rescued.wait(20), "worker 2 never ran the job")
+        wait_until(lambda: w1.counts["lost"] + w1.counts["cancelled"], "worker 1's cancel to be answered")
+        self.assertEqual(w1.counts["cancelled"], 0, "a stale claim cancelled the job")
+        self.assertEqual(w1.counts["lost"], 1)
+        self.assertEqual(self._requests("/cancel"), ["pass"])
+        self.assertEqual(self.direct.get_job(job.id).state, "running")
+        finish.set()
+        wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "worker 2 to complete it")
+
+
+class LeaseEnd(unittest.TestCase):
+    """_lease_end, with no server: when the worker counts a lease to end."""
+
+    def _job(self, expires: _dt.datetime) -> readpast.Job:
+        return readpast.Job(id=1, queue="q", kind="k", state="running", priority=0, attempt=1, max_attempts=3,
+                            run_at=expires, created_at=expires, lease_expires_at=expires)
+
+    def test_it_counts_from_the_servers_clock_never_below_the_old_bound(self) -> None:
+        now = _dt.datetime(2025, 6, 1, 12, 0, 0, 500000, tzinfo=_dt.timezone.utc)
+        date = email.utils.format_datetime(now.replace(microsecond=0), usegmt=True)
+        job = self._job(now + _dt.timedelta(seconds=6))
+        # Claimed 7 s into the poll (started at 100, answered at 107).
+        self.assertAlmostEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, date)), 107.0 + 5.5)
+        # No Date, or one that does not parse: from the poll's start.
+        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, None)), 106.0)
+        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, "soon")), 106.0)
+        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, None), 106.0)
+        # A Date far behind says at most a lease from the answer.
+        old = email.utils.format_datetime(now - _dt.timedelta(hours=1), usegmt=True)
+        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, old)), 113.0)
+        # Ahead: never below the poll's start plus the lease.
+        ahead = email.utils.format_datetime(now + _dt.timedelta(hours=1), usegmt=True)
+        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, ahead)), 106.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
