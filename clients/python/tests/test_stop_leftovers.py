@@ -1,13 +1,10 @@
-"""What a worker's stop leaves out, and what the lease it counts on lets
-it do: what a run gave up is never sent, by it nor by the next run, and
-touches none of the next run's; releases at shutdown get their 5 s and
-outcomes their lease however late in its long poll the claim was
+"""What a worker's stop leaves out: what a run gave up is never sent, by
+it nor by the next run, and touches none of the next run's; releases at
+shutdown get their 5 s however late in its long poll the claim was
 answered; a claim refused after the stop just ends the run; a handler's
 Cancel on a claim gone stale cancels nothing. The proxy of
 test_stop_bounds stands in front of the server."""
 
-import datetime as _dt
-import email.utils
 import logging
 import os
 import threading
@@ -20,7 +17,6 @@ from support import unique, wait_until
 from test_stop_bounds import RuleProxy
 
 import readpast
-from readpast import worker as _worker
 
 
 def setUpModule() -> None:
@@ -132,22 +128,6 @@ class Leftovers(unittest.TestCase):
         self.assertEqual(w.counts["released"], 1)
         self.assertEqual(self.direct.get_job(job.id).state, "pending")
 
-    def test_an_outcomes_retries_count_the_lease_from_the_claim_not_the_poll(self) -> None:
-        # As above; the handler's completion is answered 503, Retry-After:
-        # 1, in its batch and alone: 2 s of the lease are left for it.
-        via = self._via([("/jobs/complete", "busy1", 1), ("/complete", "busy1", 1)])
-        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=20, lease_seconds=3,
-                            logger=self.quiet)
-        self._run(w)
-        wait_until(lambda: self._requests("/claim"), "the long poll")
-        time.sleep(4)
-        job = self.direct.enqueue("k", queue=self.queue)
-        # Given up, the job ran again once its lease ended, an attempt spent.
-        done = wait_until(lambda: self.direct.get_job(job.id).state == "succeeded" and self.direct.get_job(job.id),
-                          "the retried completion", 2.5)
-        self.assertEqual(done.attempt, 1)
-        self.assertEqual(self._requests("/complete"), ["busy1", "busy1", "pass"])
-
     def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
         via = self._via([("/claim", "refuse", 1)])
         w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=20, logger=self.quiet)
@@ -198,31 +178,6 @@ class Leftovers(unittest.TestCase):
         self.assertEqual(self.direct.get_job(job.id).state, "running")
         finish.set()
         wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "worker 2 to complete it")
-
-
-class LeaseEnd(unittest.TestCase):
-    """_lease_end, with no server: when the worker counts a lease to end."""
-
-    def _job(self, expires: _dt.datetime) -> readpast.Job:
-        return readpast.Job(id=1, queue="q", kind="k", state="running", priority=0, attempt=1, max_attempts=3,
-                            run_at=expires, created_at=expires, lease_expires_at=expires)
-
-    def test_it_counts_from_the_servers_clock_never_below_the_old_bound(self) -> None:
-        now = _dt.datetime(2025, 6, 1, 12, 0, 0, 500000, tzinfo=_dt.timezone.utc)
-        date = email.utils.format_datetime(now.replace(microsecond=0), usegmt=True)
-        job = self._job(now + _dt.timedelta(seconds=6))
-        # Claimed 7 s into the poll (started at 100, answered at 107).
-        self.assertAlmostEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, date)), 107.0 + 5.5)
-        # No Date, or one that does not parse: from the poll's start.
-        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, None)), 106.0)
-        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, "soon")), 106.0)
-        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, None), 106.0)
-        # A Date far behind says at most a lease from the answer.
-        old = email.utils.format_datetime(now - _dt.timedelta(hours=1), usegmt=True)
-        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, old)), 113.0)
-        # Ahead: never below the poll's start plus the lease.
-        ahead = email.utils.format_datetime(now + _dt.timedelta(hours=1), usegmt=True)
-        self.assertEqual(_worker._lease_end(job, 100.0, 6.0, (107.0, ahead)), 106.0)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import json
 import socket
 import ssl
 import urllib.parse
-from typing import Any, Callable, Mapping, Optional, TypeVar
+from typing import Any, Mapping, Optional, TypeVar
 
 from ._http import ConnectionPool, ConnHook, retry_after_of
 from ._version import __version__
@@ -102,13 +102,11 @@ class Transport:
         timeout: Optional[float] = None,
         hook: Optional[ConnHook] = None,
         empty_ok: bool = False,
-        on_answer: Optional[Callable[[http.client.HTTPResponse], None]] = None,
     ) -> Any:
         """Sends one request and returns its decoded JSON answer (None for
         204, and for an empty answer when empty_ok), or raises APIError or
         TransportError (an empty answer of another status among them: one
-        cut short, which the caller may try again). on_answer is called
-        with the answer as soon as its headers are read."""
+        cut short, which the caller may try again)."""
         target = self._path + path
         if query:
             target += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
@@ -141,8 +139,6 @@ class Transport:
                     hook(conn)  # open now: the hook may end it before it is sent
             conn.request(method, target, body=data, headers=hdrs)
             resp = conn.getresponse()
-            if on_answer is not None:
-                on_answer(resp)
             status = resp.status
             raw = resp.read()
             if hook is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._http import ConnHook, job_id_of, segment, set_fields, trace_headers
@@ -351,7 +350,7 @@ class Client(BatchCalls):
         ``parent_results`` each job that runs after others carries its
         parents' results (:attr:`Job.parent_results`); the server reads
         them in one more statement per claim, and nothing more without."""
-        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)[0]
+        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)
 
     def _claim(
         self,
@@ -362,12 +361,9 @@ class Client(BatchCalls):
         wait_seconds: float,
         hook: Optional[ConnHook],
         parent_results: bool = False,
-    ) -> Tuple[List[Job], Optional[Tuple[float, Optional[str]]]]:
+    ) -> List[Job]:
         """claim, handing the connection to hook (the Worker shuts it to end
-        a long poll at once when it stops). With the jobs, when the answer
-        came (time.monotonic() as its headers were read) and its Date
-        header, which tell the Worker when the jobs' leases end; None for
-        an empty answer."""
+        a long poll at once when it stops)."""
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one string")
         body = set_fields(
@@ -377,13 +373,11 @@ class Client(BatchCalls):
             wait_seconds=wait_seconds or None,
             parent_results=True if parent_results else None,
         )
-        answered: List[Tuple[float, Optional[str]]] = []
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook,
-                          empty_ok=True,
-                          on_answer=lambda resp: answered.append((time.monotonic(), resp.getheader("Date"))))
+                          empty_ok=True)
         if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
-            return [], None
-        return [Job.from_json(j) for j in d["jobs"]], answered[-1] if answered else None
+            return []
+        return [Job.from_json(j) for j in d["jobs"]]
 
     def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,
                   timeout: Optional[float] = None) -> _dt.datetime:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
-import email.utils
 import logging
 import os
 import queue
@@ -49,33 +47,6 @@ _GATHER = 0.005
 # within about a second of a server or database that was away, spread out.
 _CLAIM_BACKOFF_MIN = 0.05
 _CLAIM_BACKOFF_MAX = 0.8
-
-
-def _lease_end(job: Job, started: float, lease_seconds: float,
-               answered: Optional[Tuple[float, Optional[str]]]) -> float:
-    """When the lease of a job just claimed ends, in time.monotonic().
-    The claim sent plus the lease is never late, the server having
-    claimed the job after that; but a long poll may be answered long
-    after it began. The server's clock tells more: its answer's Date is
-    its time when it answered, to the second below, so the lease had more
-    than lease_expires_at - (Date + 1 s) left then. Counted from when the
-    answer came, that is late only by the time the answer took on its
-    way. It takes the server and its database to share a clock, and is
-    taken as no more than a lease from when the answer came, nor less
-    than the claim sent plus the lease. Without a Date header, or one
-    that does not parse, the claim sent plus the lease."""
-    floor = started + lease_seconds
-    if answered is None or answered[1] is None or job.lease_expires_at is None:
-        return floor
-    came, header = answered[0], answered[1]
-    try:
-        date = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return floor
-    if date.tzinfo is None:
-        date = date.replace(tzinfo=_dt.timezone.utc)
-    left = (job.lease_expires_at - date).total_seconds() - 1.0
-    return max(floor, came + min(left, lease_seconds))
 
 
 class Worker(_Stopping):
@@ -244,8 +215,11 @@ class Worker(_Stopping):
             # what it left behind (a batch stuck, a release still
             # trickling) touches none of this run's.
             session = self._session = _Session(self.client)
-            claimer = threading.Thread(target=self._claim_loop, args=(session,), name="readpast-claim",
-                                       daemon=True)
+            # The claimer takes this run's stop event now, not when its
+            # thread gets to run: one held up past a give-up never claims
+            # for the next run.
+            claimer = threading.Thread(target=self._claim_loop, args=(session, self._stopping),
+                                       name="readpast-claim", daemon=True)
             claimer.start()
             seen = 0
             while claimer.is_alive():
@@ -310,18 +284,17 @@ class Worker(_Stopping):
 
     # ---- claiming --------------------------------------------------------
 
-    def _claim_loop(self, session: _Session) -> None:
+    def _claim_loop(self, session: _Session, stopping: threading.Event) -> None:
         try:
-            self._claim_until_stopped(session)
+            self._claim_until_stopped(session, stopping)
         except BaseException as e:  # a bug: stop rather than hang with no claims
             self.log.exception("worker %s: claiming", self.name)
             self._fatal = e
             self.stop()
 
-    def _claim_until_stopped(self, session: _Session) -> None:
-        # This run's: a claimer the shutdown gave up on never claims for
-        # the next run.
-        stopping = self._stopping
+    def _claim_until_stopped(self, session: _Session, stopping: threading.Event) -> None:
+        # stopping is this run's: a claimer the shutdown gave up on never
+        # claims for the next run.
         backoff = 0.0
         while not stopping.is_set():
             with self._cond:
@@ -341,9 +314,8 @@ class Worker(_Stopping):
                 break
             started = time.monotonic()
             try:
-                jobs, answered = self.client._claim(self.name, self.queues, free, self.lease_seconds,
-                                                    self.wait_seconds, lambda conn: self._claim_conn(conn, stopping),
-                                                    self.parent_results)
+                jobs = self.client._claim(self.name, self.queues, free, self.lease_seconds, self.wait_seconds,
+                                          lambda conn: self._claim_conn(conn, stopping), self.parent_results)
                 backoff = 0.0
             except (InvalidInputError, UnauthorizedError, ForbiddenError, NotFoundError) as e:
                 if stopping.is_set():
@@ -371,6 +343,10 @@ class Worker(_Stopping):
                 self._claim_conn(None, stopping)
             if not jobs and self.wait_seconds == 0:
                 stopping.wait(_IDLE_POLL)  # no long poll: do not spin
+            # Never late: the server claimed the jobs after the claim was
+            # sent, however late in its long poll. A release at shutdown
+            # has its 5 s whatever this says.
+            lease_end = started + self.lease_seconds
             with self._cond:
                 # Under the lock stop() sets the flag under: once the
                 # shutdown began, no job starts.
@@ -380,7 +356,7 @@ class Worker(_Stopping):
                 else:
                     unstarted = []
                     for job in jobs:
-                        self._start(job, _lease_end(job, started, self.lease_seconds, answered), session)
+                        self._start(job, lease_end, session)
             if unstarted:
                 self._release_unstarted(unstarted, session)
 
