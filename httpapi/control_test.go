@@ -105,7 +105,8 @@ func TestTagsSnoozeBulk(t *testing.T) {
 
 // TestCancelWithToken: a cancel that names a claim token (a worker
 // cancelling its own job) cancels only while the token is the job's
-// current claim; any other token is 409 stale_token and changes nothing.
+// current claim, or answers the job as it is when that token cancelled it
+// already; any other token is 409 stale_token and changes nothing.
 // A cancel without a body still cancels whatever the claim.
 func TestCancelWithToken(t *testing.T) {
 	for name, newE := range map[string]func(*testing.T, func(*Config)) *testEnv{"sqlite": newEnv, "postgres": newPostgresEnv} {
@@ -130,7 +131,12 @@ func TestCancelWithToken(t *testing.T) {
 			if done.State != "cancelled" {
 				t.Fatalf("cancel with the current token: %+v", done)
 			}
-			e.wantError("POST", path, `{"token":"`+c[0].Token+`"}`, 409, CodeStaleToken, "")
+			// Sent again (its answer lost): the job as it is.
+			var again Job
+			e.must("POST", path, `{"token":"`+c[0].Token+`"}`, 200, &again)
+			if again.State != "cancelled" || again.FinishedAt == nil || !again.FinishedAt.Equal(*done.FinishedAt) {
+				t.Fatalf("cancel repeated with its token: %+v, want the job as the first cancel left it %+v", again, done)
+			}
 			e.wantError("POST", "/v1/jobs/987654/cancel", `{"token":"`+c[0].Token+`"}`, 404, CodeNotFound, "")
 
 			// Without a token (no body, or a null one) the cancel is the

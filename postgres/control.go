@@ -28,8 +28,9 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // CancelClaimed cancels job id as Cancel does, only while it runs under
 // token (sql/cancel.sql with a token): the worker of an attempt cancelling
 // its own job. Any other token, or a job no longer running under it, is
-// readpast.ErrStaleToken and changes nothing; an unknown id is
-// readpast.ErrNotFound.
+// readpast.ErrStaleToken and changes nothing, except a job already
+// cancelled under this token, which is returned as it is (a repeat);
+// an unknown id is readpast.ErrNotFound.
 func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*readpast.Job, error) {
 	tok, ok := canonToken(token)
 	if !ok {
@@ -65,8 +66,17 @@ func (s *Store) cancel(ctx context.Context, id int64, onlyPending bool, token *s
 		})
 		if errors.Is(err, pgx.ErrNoRows) && token != nil {
 			// The statement re-checked the token on the row as any
-			// writer holding it left it: not the current claim.
-			return nil, s.staleOrMissing(ctx, id)
+			// writer holding it left it: not the current claim. Unless
+			// the job was cancelled under it: a worker's cancel sent
+			// again (its answer lost), accepted, changing nothing.
+			old, gerr := s.Get(ctx, id)
+			if gerr != nil {
+				return nil, gerr
+			}
+			if old.State == readpast.StateCancelled && old.Token == *token {
+				return old, nil
+			}
+			return nil, readpast.ErrStaleToken
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Not matched in the statement's snapshot (finished, unknown,

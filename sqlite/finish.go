@@ -131,7 +131,7 @@ func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now t
 		if first[i] != i || moved[pair{c.ID, c.Token}] {
 			continue
 		}
-		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, true)); err != nil {
+		if res[i], err = entryErr(lookup(ctx, tx, c.ID, c.Token, readpast.StateSucceeded)); err != nil {
 			return nil, wakeup{}, err
 		}
 	}
@@ -222,7 +222,7 @@ func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, n
 		)
 		err := tx.QueryRowContext(ctx, runningJobSQL, f.ID, f.Token).Scan(&attempt, &maxAttempts, &errs, &worker, &group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
-			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, false)); err != nil {
+			if res[i], err = entryErr(lookup(ctx, tx, f.ID, f.Token, "")); err != nil {
 				return nil, wakeup{}, err
 			}
 			continue
@@ -302,7 +302,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 		if n, err := r.RowsAffected(); err != nil || n == 1 {
 			return err
 		}
-		return lookup(ctx, tx, id, token, false)
+		return lookup(ctx, tx, id, token, "")
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -319,7 +319,7 @@ func (s *Store) Release(ctx context.Context, id int64, token string) error {
 		var group, more sql.NullString
 		err := tx.QueryRowContext(ctx, releaseSQL, id, token).Scan(&group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
-			return lookup(ctx, tx, id, token, false)
+			return lookup(ctx, tx, id, token, "")
 		}
 		if err != nil {
 			return err
@@ -351,7 +351,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 		var group, more sql.NullString
 		err := tx.QueryRowContext(ctx, snoozeSQL, id, token, nowUS+d.Microseconds()).Scan(&group, &more)
 		if errors.Is(err, sql.ErrNoRows) {
-			return lookup(ctx, tx, id, token, false)
+			return lookup(ctx, tx, id, token, "")
 		}
 		if err != nil {
 			return err

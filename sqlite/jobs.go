@@ -216,11 +216,13 @@ func (s *Store) Cancel(ctx context.Context, id int64) (*readpast.Job, error) {
 // CancelClaimed cancels job id as Cancel does, only while it runs under
 // token: the worker of an attempt cancelling its own job. Any other
 // token, or a job no longer running under it, is readpast.ErrStaleToken
-// and changes nothing; an unknown id is readpast.ErrNotFound.
+// and changes nothing, except a job already cancelled under this token,
+// which is returned as it is (a repeat); an unknown id is
+// readpast.ErrNotFound.
 func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*readpast.Job, error) {
 	if token == "" {
 		// No claim has it; and to cancel, "" means no token at all.
-		return nil, lookup(ctx, s.read, id, token, false)
+		return nil, lookup(ctx, s.read, id, token, "")
 	}
 	return s.cancel(ctx, "cancel claimed", id, false, token)
 }
@@ -271,7 +273,9 @@ func cancelIn(ctx context.Context, tx *sql.Tx, id int64, nowUS int64, onlyPendin
 	)
 	err = tx.QueryRowContext(ctx, cancelStateSQL, id).Scan(&state, &group, &more, &tok)
 	if errors.Is(err, sql.ErrNoRows) && token != "" {
-		return wakeup{}, lookup(ctx, tx, id, token, false)
+		// A worker's cancel sent again (its answer lost) finds the job
+		// cancelled under its token: accepted, changing nothing.
+		return wakeup{}, lookup(ctx, tx, id, token, readpast.StateCancelled)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return wakeup{}, historyErr(ctx, tx, id)

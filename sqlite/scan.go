@@ -183,10 +183,11 @@ func countsJSON(m map[string]int) (string, error) {
 }
 
 // lookup explains why a worker's write (id, token, running) matched nothing:
-// ErrNotFound when no job has the id, otherwise ErrStaleToken. With
-// completed set, a job that succeeded with this very token yields nil (an
-// idempotent repeat of the completion).
-func lookup(ctx context.Context, q querier, id int64, token string, completed bool) error {
+// ErrNotFound when no job has the id, otherwise ErrStaleToken. A job that
+// ended in state repeat (succeeded for a completion, cancelled for a
+// worker's cancel; "" for none) under this very token yields nil: an
+// idempotent repeat of the write that ended it.
+func lookup(ctx context.Context, q querier, id int64, token string, repeat readpast.JobState) error {
 	var state, tok string
 	err := q.QueryRowContext(ctx, lookupSQL, id).Scan(&state, &tok)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -195,7 +196,7 @@ func lookup(ctx context.Context, q querier, id int64, token string, completed bo
 	if err != nil {
 		return err
 	}
-	if completed && readpast.JobState(state) == readpast.StateSucceeded && token != "" && tok == token {
+	if repeat != "" && readpast.JobState(state) == repeat && token != "" && tok == token {
 		return nil
 	}
 	return readpast.ErrStaleToken

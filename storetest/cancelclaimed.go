@@ -10,9 +10,10 @@ import (
 
 // testCancelClaimed: CancelClaimed cancels a job running under the token
 // it is given, as Cancel does (to history as cancelled, its key's slot
-// freed), and refuses any other token with ErrStaleToken, changing
-// nothing: a pending job, a job running under another claim, a finished
-// job, a malformed token. An unknown id is ErrNotFound.
+// freed), accepts a repeat with that token, and refuses any other token
+// with ErrStaleToken, changing nothing: a pending job, a job running under
+// another claim, a job that ended otherwise, a malformed token. An
+// unknown id is ErrNotFound.
 func testCancelClaimed(t *testing.T, h Harness) {
 	s := newStore(t, h)
 	ctx := ctxT(t)
@@ -59,8 +60,22 @@ func testCancelClaimed(t *testing.T, h Harness) {
 	if c := claim(t, s, 10, time.Minute, "cc"); len(c) != 1 || c[0].ID != next.ID {
 		t.Fatalf("after its running job was cancelled the key's claim took %v, want [%d]", ids(c), next.ID)
 	}
-	// Its token stays stale once the job is finished.
-	if j, err := s.CancelClaimed(ctx, r.ID, r.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
-		t.Fatalf("CancelClaimed of a cancelled job with its old token: %+v, %v; want ErrStaleToken", j, err)
+	// A repeat (the answer lost) is accepted and changes nothing.
+	again, err := s.CancelClaimed(ctx, r.ID, r.Token)
+	if err != nil || again == nil || again.State != readpast.StateCancelled || !equalTimes(again.FinishedAt, j.FinishedAt) {
+		t.Fatalf("CancelClaimed again with the token that cancelled it: %+v, %v; want the job as it was", again, err)
+	}
+	// A job that ended otherwise stays stale to its token, and a job the
+	// operator cancelled under another claim too.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "cc-done"})
+	done := claim(t, s, 10, time.Minute, "cc-done")[0]
+	if err := completeOne(ctx, s, done, ""); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.CancelClaimed(ctx, done.ID, done.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
+		t.Fatalf("CancelClaimed of a succeeded job with its token: %+v, %v; want ErrStaleToken", j, err)
+	}
+	if j, err := s.CancelClaimed(ctx, r.ID, done.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
+		t.Fatalf("CancelClaimed of a cancelled job with another claim's token: %+v, %v; want ErrStaleToken", j, err)
 	}
 }
