@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/readpast/readpast"
 )
@@ -90,19 +91,26 @@ func (p *pager) add(j *readpast.Job, v any) (bool, error) {
 	return true, nil
 }
 
-// write sends the response: the jobs, and with cursor (a list) the
-// next_cursor, null when cursor is "".
-func (p *pager) write(s *server, w http.ResponseWriter, r *http.Request, list bool, cursor string) {
-	p.buf.WriteString("]")
-	if list {
-		p.buf.WriteString(`,"next_cursor":`)
-		if cursor == "" {
-			p.buf.WriteString("null")
-		} else {
-			c, _ := json.Marshal(cursor)
-			p.buf.Write(c)
-		}
+// writeList sends a list's response: the jobs and next_cursor, null when
+// cursor is "".
+func (p *pager) writeList(s *server, w http.ResponseWriter, r *http.Request, cursor string) {
+	p.buf.WriteString(`],"next_cursor":`)
+	if cursor == "" {
+		p.buf.WriteString("null")
+	} else {
+		c, _ := json.Marshal(cursor)
+		p.buf.Write(c)
 	}
 	p.buf.WriteString("}\n")
+	s.writeBody(w, r, http.StatusOK, p.buf.Bytes())
+}
+
+// writeClaim sends a claim's response: the jobs and waited_seconds, how
+// long the server held the request before the claim that took them
+// began, in whole milliseconds rounded down. The jobs' leases began after
+// that, so a worker that adds it to when it sent the claim never counts a
+// lease to end later than it does, however long the claim waited.
+func (p *pager) writeClaim(s *server, w http.ResponseWriter, r *http.Request, waited time.Duration) {
+	fmt.Fprintf(&p.buf, `],"waited_seconds":%.3f}`+"\n", float64(waited.Milliseconds())/1000)
 	s.writeBody(w, r, http.StatusOK, p.buf.Bytes())
 }

@@ -13,6 +13,7 @@ import (
 // claim takes jobs, long-polling up to the request's wait_seconds (see
 // waiters).
 func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	body, ae := s.readBody(rw, r)
 	if ae != nil {
 		s.writeError(rw, r, ae)
@@ -54,6 +55,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
+		waited := time.Since(arrived) // before the claim: its leases begin later
 		pg, jobs, err := s.claimWaiting(r, w, args.Params, args.ParentResults)
 		if err != nil {
 			s.writeStoreError(rw, r, err)
@@ -64,7 +66,7 @@ func (s *server) claim(rw http.ResponseWriter, r *http.Request) {
 				s.releaseJobs(ctx, jobs, "release jobs claimed for a client that went away")
 				return
 			}
-			pg.write(s, rw, r, false, "")
+			pg.writeClaim(s, rw, r, waited)
 			return
 		}
 		if w == nil {

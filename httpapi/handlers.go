@@ -144,7 +144,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		cursor = res.Next
 	}
-	pg.write(s, w, r, true, next)
+	pg.writeList(s, w, r, next)
 }
 
 func (s *server) get(w http.ResponseWriter, r *http.Request) {

@@ -267,3 +267,37 @@ func join(parts []string) string {
 	}
 	return out
 }
+
+// TestClaimSaysHowLongItWaited: a claim that takes jobs says how long
+// the server held it before the claim that took them began, which a
+// worker adds to when it sent the claim to count the leases: never more
+// than the request took, and the whole wait of a long poll answered late.
+func TestClaimSaysHowLongItWaited(t *testing.T) {
+	e := newEnv(t, nil)
+	claim := func(body string) (JobsResponse, time.Duration) {
+		t.Helper()
+		var r JobsResponse
+		began := time.Now()
+		e.must("POST", "/v1/claim", body, 200, &r)
+		return r, time.Since(began)
+	}
+	// Nothing claimed: no waited_seconds.
+	if r, _ := claim(`{"queues":["wt"],"worker":"w"}`); len(r.Jobs) != 0 || r.WaitedSeconds != nil {
+		t.Fatalf("an empty claim: %+v", r)
+	}
+	// Claimed at once.
+	e.enqueue(`{"kind":"k","queue":"wt"}`)
+	r, took := claim(`{"queues":["wt"],"worker":"w"}`)
+	if len(r.Jobs) != 1 || r.WaitedSeconds == nil || *r.WaitedSeconds < 0 || *r.WaitedSeconds > took.Seconds() {
+		t.Fatalf("a claim answered at once: %+v (took %v)", r, took)
+	}
+	// A long poll whose job comes 400 ms in.
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		e.do("POST", "/v1/jobs", `{"kind":"k","queue":"wt"}`)
+	}()
+	r, took = claim(`{"queues":["wt"],"worker":"w","wait_seconds":10}`)
+	if len(r.Jobs) != 1 || r.WaitedSeconds == nil || *r.WaitedSeconds < 0.4 || *r.WaitedSeconds > took.Seconds() {
+		t.Fatalf("a long poll answered 400 ms in: %+v (took %v); want waited_seconds from 0.4 to what it took", r, took)
+	}
+}

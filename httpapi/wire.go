@@ -128,6 +128,11 @@ type JobsResponse struct {
 	Jobs []Job `json:"jobs"`
 	// NextCursor continues a listing; null at the end. Only list sets it.
 	NextCursor *string `json:"next_cursor,omitempty"`
+	// WaitedSeconds is how long the server held a claim before the claim
+	// that took its jobs began (rounded down to the millisecond): a
+	// worker's lease counted from when it sent the claim plus this never
+	// ends later than the server's. Only a claim that took jobs sets it.
+	WaitedSeconds *float64 `json:"waited_seconds,omitempty"`
 }
 
 // HeartbeatResponse is the body of a heartbeat response.

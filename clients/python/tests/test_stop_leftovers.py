@@ -1,9 +1,9 @@
 """What a worker's stop leaves out: what a run gave up is never sent, by
 it nor by the next run, and touches none of the next run's; releases at
-shutdown get their 5 s however late in its long poll the claim was
-answered; a claim refused after the stop just ends the run; a handler's
-Cancel on a claim gone stale cancels nothing. The proxy of
-test_stop_bounds stands in front of the server."""
+shutdown get their 5 s, and outcomes their lease, however late in its
+long poll the claim was answered; a claim refused after the stop just
+ends the run; a handler's Cancel on a claim gone stale cancels nothing.
+The proxy of test_stop_bounds stands in front of the server."""
 
 import logging
 import os
@@ -127,6 +127,24 @@ class Leftovers(unittest.TestCase):
         self.assertEqual(self._requests("/release"), ["busy1", "pass"])
         self.assertEqual(w.counts["released"], 1)
         self.assertEqual(self.direct.get_job(job.id).state, "pending")
+
+    def test_an_outcomes_retries_count_the_lease_from_the_claim_not_the_poll(self) -> None:
+        # As above; the handler's completion is answered 503, Retry-After:
+        # 1, in its batch and alone: 2 s of the lease are left for it. A
+        # lease counted from the poll's start had ended: the completion was
+        # given up at its first 503, and the job ran again (attempt 2) once
+        # its lease ended.
+        via = self._via([("/jobs/complete", "busy1", 1), ("/complete", "busy1", 1)])
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=20, lease_seconds=3,
+                            logger=self.quiet)
+        self._run(w)
+        wait_until(lambda: self._requests("/claim"), "the long poll")
+        time.sleep(4)
+        job = self.direct.enqueue("k", queue=self.queue)
+        done = wait_until(lambda: self.direct.get_job(job.id).state == "succeeded" and self.direct.get_job(job.id),
+                          "the retried completion", 2.5)
+        self.assertEqual(done.attempt, 1)
+        self.assertEqual(self._requests("/complete"), ["busy1", "busy1", "pass"])
 
     def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
         via = self._via([("/claim", "refuse", 1)])

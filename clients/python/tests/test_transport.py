@@ -65,4 +65,4 @@ class EmptyAnswers(unittest.TestCase):
             c.release(1, "t")
         self.assertIn("empty", str(e.exception))
         # A claim's empty answer is the server's to a client it saw go.
-        self.assertEqual(c._claim("w", ["default"], 1, 30.0, 0, lambda conn: None, False), [])
+        self.assertEqual(c._claim("w", ["default"], 1, 30.0, 0, lambda conn: None, False), ([], 0.0))

@@ -370,13 +370,11 @@ export class Client {
 
   /** `POST /v1/jobs/{id}/cancel`: cancels a pending or running job (a
    * running job's claim token goes stale); a finished one is
-   * InvalidStateError. With `opts.token`, the worker of an attempt cancels
-   * its own job: only while that token is the job's current claim,
-   * otherwise StaleClaimError and nothing changes. */
+   * InvalidStateError. With `opts.token`, only while that token is the
+   * job's current claim (a worker cancelling its job), else StaleClaimError. */
   async cancelJob(id: number, opts?: RequestOptions & { token?: string }): Promise<Job> {
     const { token, ...rest } = opts ?? {};
-    const body: CancelBody = token === undefined ? {} : { token };
-    return this.#request("POST", jobPath(id, "cancel"), { ...rest, body });
+    return this.#request("POST", jobPath(id, "cancel"), { ...rest, body: (token === undefined ? {} : { token }) satisfies CancelBody });
   }
 
   /** `POST /v1/jobs/{id}/retry`: makes a failed or cancelled job pending now
@@ -425,13 +423,18 @@ export class Client {
    * wait. Aborting the signal while it waits claims nothing; through
    * node:http, jobs claimed an instant before still come (release them). */
   async claim(spec: ClaimSpec, opts: RequestOptions = {}): Promise<ClaimedJob[]> {
+    return (await this.claimAnswer(spec, opts)).jobs;
+  }
+
+  /** `claim` with its whole answer: the jobs and `waited_seconds`, how long
+   * the server held the claim before taking them (their leases began later). */
+  async claimAnswer(spec: ClaimSpec, opts: RequestOptions = {}): Promise<ClaimResponse> {
     const waitMs = (spec.wait_seconds ?? 0) * 1000;
-    const res = await this.#request<ClaimResponse>("POST", "/v1/claim", {
+    return this.#request<ClaimResponse>("POST", "/v1/claim", {
       ...opts,
       body: compact<ClaimBody>(spec),
       timeoutMs: (opts.timeoutMs ?? this.timeoutMs) + waitMs,
     });
-    return res.jobs;
   }
 
   /** `POST /v1/jobs/{id}/heartbeat`: extends the lease to now +

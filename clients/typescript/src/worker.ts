@@ -232,8 +232,9 @@ export class Worker {
       const free = this.concurrency - this.#runs.size;
       const started = Date.now();
       let jobs: ClaimedJob[];
+      let waitedMs = 0;
       try {
-        jobs = await this.client.claim(
+        const answer = await this.client.claimAnswer(
           {
             worker: this.name,
             queues: this.queues,
@@ -244,6 +245,8 @@ export class Worker {
           },
           { signal: this.#stop.signal },
         );
+        jobs = answer.jobs;
+        waitedMs = Math.min(Math.max(answer.waited_seconds ?? 0, 0) * 1000, this.waitMs);
         backoff = 0;
       } catch (e) {
         if (this.stopping) break;
@@ -266,7 +269,10 @@ export class Worker {
         continue;
       }
       if (jobs.length === 0 && this.waitMs === 0) await this.#sleep(IDLE_POLL_MS);
-      const leaseEnd = started + this.leaseMs;
+      // Never late: the server held the claim waitedMs (a long poll)
+      // before the claim that took the jobs began, and got it after it
+      // was sent.
+      const leaseEnd = started + waitedMs + this.leaseMs;
       for (const job of jobs) {
         this.counts.claimed++;
         if (this.stopping) this.#track(this.#releaseUnstarted(job));

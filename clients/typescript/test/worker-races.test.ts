@@ -346,6 +346,39 @@ describe("worker races", { concurrency: true }, () => {
     assert.deepEqual([j.state, j.attempt], ["pending", 0], "released, not left running until its lease ends");
   });
 
+  test("an outcome of a claim answered late in its long poll is retried within the rest of its lease", async (t) => {
+    const queue = unique("race");
+    let completes = 0;
+    // The claim is answered 2.5 s into its poll, past the 2 s lease counted
+    // from when the claim was sent; the completion is refused with a 503
+    // and Retry-After: 1 in its batch and alone, which the rest of the
+    // lease leaves time to try again.
+    const wc = client({
+      fetch: (input, init) =>
+        /\/complete$/.test(pathOf(input)) && completes++ < 2
+          ? Promise.resolve(new Response('{"code":"unavailable","message":"down"}', { status: 503, headers: { "Retry-After": "1" } }))
+          : fetch(input, init),
+    });
+    const worker = new Worker(wc, {
+      queues: [queue],
+      leaseMs: 2000,
+      waitMs: 5000,
+      logger: quiet(),
+      opentelemetry: false,
+      handlers: { k: () => "ran" },
+    });
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    await sleep(2500);
+    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    const j = await finished(c, job.id);
+    assert.deepEqual([j.state, j.attempt], ["succeeded", 1], "completed on its retry, not run again");
+    assert.equal(completes, 3);
+  });
+
   test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
     const paths: string[] = [];
     const wc = client({

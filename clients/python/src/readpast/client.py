@@ -350,7 +350,7 @@ class Client(BatchCalls):
         ``parent_results`` each job that runs after others carries its
         parents' results (:attr:`Job.parent_results`); the server reads
         them in one more statement per claim, and nothing more without."""
-        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)
+        return self._claim(worker, queues, limit, lease_seconds, wait_seconds, None, parent_results)[0]
 
     def _claim(
         self,
@@ -361,9 +361,11 @@ class Client(BatchCalls):
         wait_seconds: float,
         hook: Optional[ConnHook],
         parent_results: bool = False,
-    ) -> List[Job]:
+    ) -> Tuple[List[Job], float]:
         """claim, handing the connection to hook (the Worker shuts it to end
-        a long poll at once when it stops)."""
+        a long poll at once when it stops); with the jobs, how long the
+        server held the claim before the claim that took them began
+        (``waited_seconds``, 0 when the answer has none)."""
         if isinstance(queues, str):
             raise TypeError("queues must be a list of queue names, not one string")
         body = set_fields(
@@ -376,8 +378,9 @@ class Client(BatchCalls):
         d = self._request("POST", "/v1/claim", body, timeout=self.timeout + float(wait_seconds), hook=hook,
                           empty_ok=True)
         if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
-            return []
-        return [Job.from_json(j) for j in d["jobs"]]
+            return [], 0.0
+        waited = d.get("waited_seconds")
+        return [Job.from_json(j) for j in d["jobs"]], float(waited) if isinstance(waited, (int, float)) else 0.0
 
     def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,
                   timeout: Optional[float] = None) -> _dt.datetime:

@@ -314,8 +314,9 @@ class Worker(_Stopping):
                 break
             started = time.monotonic()
             try:
-                jobs = self.client._claim(self.name, self.queues, free, self.lease_seconds, self.wait_seconds,
-                                          lambda conn: self._claim_conn(conn, stopping), self.parent_results)
+                jobs, waited = self.client._claim(self.name, self.queues, free, self.lease_seconds,
+                                                  self.wait_seconds, lambda conn: self._claim_conn(conn, stopping),
+                                                  self.parent_results)
                 backoff = 0.0
             except (InvalidInputError, UnauthorizedError, ForbiddenError, NotFoundError) as e:
                 if stopping.is_set():
@@ -343,10 +344,11 @@ class Worker(_Stopping):
                 self._claim_conn(None, stopping)
             if not jobs and self.wait_seconds == 0:
                 stopping.wait(_IDLE_POLL)  # no long poll: do not spin
-            # Never late: the server claimed the jobs after the claim was
-            # sent, however late in its long poll. A release at shutdown
-            # has its 5 s whatever this says.
-            lease_end = started + self.lease_seconds
+            # Never late: the server held the claim for waited seconds (a
+            # long poll) before the claim that took the jobs began, and it
+            # got the claim after it was sent. A release at shutdown has
+            # its 5 s whatever this says.
+            lease_end = started + max(0.0, min(waited, self.wait_seconds)) + self.lease_seconds
             with self._cond:
                 # Under the lock stop() sets the flag under: once the
                 # shutdown began, no job starts.
