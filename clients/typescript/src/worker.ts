@@ -246,7 +246,10 @@ export class Worker {
           { signal: this.#stop.signal },
         );
         jobs = answer.jobs;
-        waitedMs = Math.min(Math.max(answer.waited_seconds ?? 0, 0) * 1000, this.waitMs);
+        // Capped by the wait asked for and what the claim took: a server
+        // cannot have held it longer. Not a number: none.
+        const w = answer.waited_seconds;
+        waitedMs = typeof w === "number" && Number.isFinite(w) ? Math.min(Math.max(w * 1000, 0), this.waitMs, Date.now() - started) : 0;
         backoff = 0;
       } catch (e) {
         if (this.stopping) break;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._http import ConnHook, job_id_of, segment, set_fields, trace_headers
@@ -380,7 +381,11 @@ class Client(BatchCalls):
         if d is None:  # the server's empty answer to a client it saw go (the hook's half-close)
             return [], 0.0
         waited = d.get("waited_seconds")
-        return [Job.from_json(j) for j in d["jobs"]], float(waited) if isinstance(waited, (int, float)) else 0.0
+        try:
+            w = float(waited) if isinstance(waited, (int, float)) and not isinstance(waited, bool) else 0.0
+        except OverflowError:  # an integer past a float
+            w = 0.0
+        return [Job.from_json(j) for j in d["jobs"]], w if math.isfinite(w) else 0.0
 
     def heartbeat(self, job_id: int, token: str, lease_seconds: Optional[float] = None, *,
                   timeout: Optional[float] = None) -> _dt.datetime:

@@ -346,9 +346,11 @@ class Worker(_Stopping):
                 stopping.wait(_IDLE_POLL)  # no long poll: do not spin
             # Never late: the server held the claim for waited seconds (a
             # long poll) before the claim that took the jobs began, and it
-            # got the claim after it was sent. A release at shutdown has
-            # its 5 s whatever this says.
-            lease_end = started + max(0.0, min(waited, self.wait_seconds)) + self.lease_seconds
+            # got the claim after it was sent; no longer than the wait asked
+            # for, nor than the claim took. A release at shutdown has its
+            # 5 s whatever this says.
+            took = time.monotonic() - started
+            lease_end = started + max(0.0, min(waited, self.wait_seconds, took)) + self.lease_seconds
             with self._cond:
                 # Under the lock stop() sets the flag under: once the
                 # shutdown began, no job starts.
