@@ -67,7 +67,7 @@ def main():
         def _claim(self, name, queues, limit, lease_seconds, *args, **kwargs):
             inv = time.time_ns()
             try:
-                jobs = super()._claim(name, queues, limit, lease_seconds, *args, **kwargs)
+                jobs, waited = super()._claim(name, queues, limit, lease_seconds, *args, **kwargs)
             except Exception as e:
                 rec(op="claimcall", inv=inv, ret=time.time_ns(), out="error", err=str(e))
                 raise
@@ -81,7 +81,7 @@ def main():
                 if len(j.keys) > 1:
                     e["mk"] = j.keys[1:]  # the keys after the first, as history.Event.More
                 rec(**e)
-            return jobs
+            return jobs, waited
 
         def _write(self, op, job_id, token, call, lease=0):
             inv = time.time_ns()
