@@ -44,30 +44,17 @@ func TestCancelClaimedRacingARescue(t *testing.T) {
 				t.Fatalf("claim: %v, %v", a, err)
 			}
 			time.Sleep(lease + 50*time.Millisecond)
-			rs := newStall(t, s, "rescue.end")
-			rescueDone := async(func() error {
-				n, err := rs.store.RescueExpired(ctx, 10)
+			cancelled, cerr := cancelBehind(t, s, "rescue.end", "the rescue", func(st *postgres.Store) error {
+				n, err := st.RescueExpired(ctx, 10)
 				if err == nil && n != 1 {
 					err = errors.New("the rescue ended no claim")
 				}
 				return err
+			}, func() (*readpast.Job, error) { return tc.cancel(s, a[0]) }, func() {
+				if j := getJob(t, s, a[0].ID); j.State != readpast.StateRunning || j.Token != a[0].Token {
+					t.Fatalf("before the rescue commits the job is %s under %q, want running under the worker's token", j.State, j.Token)
+				}
 			})
-			rs.waitBlocked() // the rescue holds the job's row, pending, uncommitted
-			var (
-				cancelled *readpast.Job
-				cerr      error
-			)
-			cancelDone := async(func() error {
-				cancelled, cerr = tc.cancel(s, a[0])
-				return nil
-			})
-			waitLockWait(t, s) // the cancel's DELETE waits for the row
-			if j := getJob(t, s, a[0].ID); j.State != readpast.StateRunning || j.Token != a[0].Token {
-				t.Fatalf("before the rescue commits the job is %s under %q, want running under the worker's token", j.State, j.Token)
-			}
-			rs.open()
-			within(t, "the rescue", 5*time.Second, rescueDone)
-			within(t, tc.name, 5*time.Second, cancelDone)
 
 			got := getJob(t, s, a[0].ID)
 			if tc.refused {

@@ -39,31 +39,18 @@ func TestCancelPendingRacingAClaim(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl := newStall(t, s, "claim.end")
 			var claimed []*readpast.Job
-			claimDone := async(func() (err error) {
-				claimed, err = cl.store.Claim(ctx, readpast.ClaimParams{Queues: []string{"cq"}, Worker: "w", Limit: 1, Lease: time.Minute})
+			cancelled, cerr := cancelBehind(t, s, "claim.end", "the claim", func(st *postgres.Store) (err error) {
+				claimed, err = st.Claim(ctx, readpast.ClaimParams{Queues: []string{"cq"}, Worker: "w", Limit: 1, Lease: time.Minute})
 				if err == nil && len(claimed) != 1 {
 					err = errors.New("the claim took no job")
 				}
 				return err
+			}, func() (*readpast.Job, error) { return tc.cancel(s, job[0].ID) }, func() {
+				if j := getJob(t, s, job[0].ID); j.State != readpast.StatePending {
+					t.Fatalf("before the claim commits the job is %s, want pending", j.State)
+				}
 			})
-			cl.waitBlocked() // the claim holds the job's row, running, uncommitted
-			var (
-				cancelled *readpast.Job
-				cerr      error
-			)
-			cancelDone := async(func() error {
-				cancelled, cerr = tc.cancel(s, job[0].ID)
-				return nil
-			})
-			waitLockWait(t, s) // the cancel's DELETE waits for the row
-			if j := getJob(t, s, job[0].ID); j.State != readpast.StatePending {
-				t.Fatalf("before the claim commits the job is %s, want pending", j.State)
-			}
-			cl.open()
-			within(t, "the claim", 5*time.Second, claimDone)
-			within(t, tc.name, 5*time.Second, cancelDone)
 
 			got := getJob(t, s, job[0].ID)
 			if tc.refused {
@@ -84,4 +71,31 @@ func TestCancelPendingRacingAClaim(t *testing.T) {
 			checkGroups(t, s)
 		})
 	}
+}
+
+// cancelBehind replays a cancel beside a statement that holds the job's
+// row: hold runs on a store stalled at point (before its commit) until it
+// holds the row uncommitted, then cancel runs until its DELETE waits for
+// that row, and before checks what the cancel's snapshot shows. The stall
+// then opens; cancelBehind returns the cancel's answer once both are done.
+func cancelBehind(t *testing.T, s *postgres.Store, point, what string, hold func(*postgres.Store) error,
+	cancel func() (*readpast.Job, error), before func()) (*readpast.Job, error) {
+	t.Helper()
+	st := newStall(t, s, point)
+	holdDone := async(func() error { return hold(st.store) })
+	st.waitBlocked()
+	var (
+		job *readpast.Job
+		err error
+	)
+	cancelDone := async(func() error {
+		job, err = cancel()
+		return nil
+	})
+	waitLockWait(t, s)
+	before()
+	st.open()
+	within(t, what, 5*time.Second, holdDone)
+	within(t, "the cancel", 5*time.Second, cancelDone)
+	return job, err
 }

@@ -1,7 +1,8 @@
 """What a worker's stop leaves out: what a run gave up is never sent, by
 it nor by the next run, and touches none of the next run's; releases at
 shutdown get their 5 s, and outcomes their lease, however late in its
-long poll the claim was answered; a claim refused after the stop just
+long poll the claim was answered, and no longer than the claim took
+whatever the answer says it waited; a claim refused after the stop just
 ends the run; a handler's Cancel on a claim gone stale cancels nothing.
 The proxy of test_stop_bounds stands in front of the server."""
 
@@ -145,6 +146,30 @@ class Leftovers(unittest.TestCase):
                           "the retried completion", 2.5)
         self.assertEqual(done.attempt, 1)
         self.assertEqual(self._requests("/complete"), ["busy1", "busy1", "pass"])
+
+    def test_a_waited_seconds_no_claim_could_have_waited_moves_no_lease(self) -> None:
+        # The answer says the claim waited 1,000,000 s; it took a few
+        # milliseconds. Every completion is answered 503, Retry-After: 1:
+        # it is tried within the 1.5 s lease (the batch, then alone at once
+        # and 1 s later) and given up, not retried for the 5 s poll that
+        # never was.
+        class Boasting(readpast.Client):
+            def _claim(self, *args: Any, **kwargs: Any) -> Tuple[List[readpast.Job], float]:
+                jobs, _ = super()._claim(*args, **kwargs)
+                return jobs, 1e6
+
+        self.proxy = RuleProxy(support.server_url(), [("/complete", "busy1", None)])
+        self.addCleanup(self.proxy.close)
+        via = Boasting(self.proxy.url, token=os.environ.get("READPAST_TOKEN"))
+        self.addCleanup(via.close)
+        job = self.direct.enqueue("k", queue=self.queue, max_attempts=1)  # not run again
+        w = readpast.Worker(via, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=5, lease_seconds=1.5,
+                            logger=self.quiet)
+        self._run(w)
+        wait_until(lambda: self._requests("/complete"), "the completion")
+        time.sleep(4)
+        self.assertEqual(self._requests("/complete"), ["busy1"] * 3)
+        self.assertNotEqual(self.direct.get_job(job.id).state, "succeeded")
 
     def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
         via = self._via([("/claim", "refuse", 1)])

@@ -6,7 +6,7 @@ import json
 import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Type
 
 from support import readpast
 from readpast._transport import _encode
@@ -37,8 +37,17 @@ class Tokens(unittest.TestCase):
             self.assertNotIn("t0k3n", str(cm.exception))
 
 
-if __name__ == "__main__":
-    unittest.main()
+
+def serve(test: unittest.TestCase, handler: Type[BaseHTTPRequestHandler]) -> readpast.Client:
+    """A client of a server of handler's answers, both closed at the
+    test's end."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    test.addCleanup(server.server_close)
+    test.addCleanup(server.shutdown)
+    c = readpast.Client("http://127.0.0.1:%d" % server.server_address[1], timeout=5)
+    test.addCleanup(c.close)
+    return c
 
 
 class EmptyAnswers(unittest.TestCase):
@@ -55,14 +64,49 @@ class EmptyAnswers(unittest.TestCase):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Empty)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.addCleanup(server.server_close)
-        self.addCleanup(server.shutdown)
-        c = readpast.Client("http://127.0.0.1:%d" % server.server_address[1], timeout=5)
-        self.addCleanup(c.close)
+        c = serve(self, Empty)
         with self.assertRaises(readpast.TransportError) as e:
             c.release(1, "t")
         self.assertIn("empty", str(e.exception))
         # A claim's empty answer is the server's to a client it saw go.
         self.assertEqual(c._claim("w", ["default"], 1, 30.0, 0, lambda conn: None, False), ([], 0.0))
+
+
+class ClaimWaits(unittest.TestCase):
+    def test_waited_seconds_is_taken_only_as_a_finite_number(self) -> None:
+        # What a server or proxy could put in waited_seconds: only a finite
+        # number is taken (the worker then bounds it by what the claim
+        # took); anything else is none, never an error that would strand
+        # the jobs the claim took.
+        answers = [
+            (b"", 0.0), (b', "waited_seconds": 0.25', 0.25), (b', "waited_seconds": 2', 2.0),
+            (b', "waited_seconds": -3', -3.0), (b', "waited_seconds": "0.5"', 0.0),
+            (b', "waited_seconds": true', 0.0), (b', "waited_seconds": null', 0.0),
+            (b', "waited_seconds": {}', 0.0), (b', "waited_seconds": 1e400', 0.0),
+            (b', "waited_seconds": NaN', 0.0), (b', "waited_seconds": -Infinity', 0.0),
+            (b', "waited_seconds": 1' + b"0" * 400, 0.0),
+        ]
+        body = [b""]
+
+        class Canned(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                msg = b'{"jobs": []' + body[0] + b"}"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(msg)))
+                self.end_headers()
+                self.wfile.write(msg)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        c = serve(self, Canned)
+        for raw, want in answers:
+            body[0] = raw
+            with self.subTest(raw=raw[:40]):
+                self.assertEqual(c._claim("w", ["default"], 1, 30.0, 0, lambda conn: None, False), ([], want))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -298,6 +298,36 @@ describe("worker races", { concurrency: true }, () => {
     assert.deepEqual([j.state, j.attempt], ["pending", 0]);
   });
 
+  /** Runs a worker of wc on queue with polls of 5 s and a lease of
+   * leaseMs, whose handler returns at once; it stops at the test's end. */
+  function runWorker(
+    t: { after: (fn: () => Promise<void>) => void },
+    wc: Client,
+    queue: string,
+    leaseMs: number,
+  ): { worker: Worker; done: Promise<void> } {
+    const worker = new Worker(wc, { queues: [queue], leaseMs, waitMs: 5000, logger: quiet(), opentelemetry: false, handlers: { k: () => "ran" } });
+    const done = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await done;
+    });
+    return { worker, done };
+  }
+
+  /** runWorker with a 2 s lease, and its job enqueued 2.5 s into its first
+   * poll, past the lease counted from when the claim was sent. */
+  async function lateInItsPoll(
+    t: { after: (fn: () => Promise<void>) => void },
+    wc: Client,
+    queue: string,
+  ): Promise<{ worker: Worker; done: Promise<void>; job: { id: number } }> {
+    const { worker, done } = runWorker(t, wc, queue, 2000);
+    await sleep(2500);
+    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    return { worker, done, job };
+  }
+
   test("a release of a claim answered late in its long poll gets its whole 5 s", async (t) => {
     const queue = unique("race");
     let worker!: Worker;
@@ -324,21 +354,9 @@ describe("worker races", { concurrency: true }, () => {
         return held.res;
       },
     });
-    worker = new Worker(wc, {
-      queues: [queue],
-      leaseMs: 2000,
-      waitMs: 5000,
-      logger: quiet(),
-      opentelemetry: false,
-      handlers: { k: () => "ran" },
-    });
-    const done = worker.run();
-    t.after(async () => {
-      worker.stop({ timeoutMs: 0 });
-      await done;
-    });
-    await sleep(2500);
-    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    let done: Promise<void>;
+    let job: { id: number };
+    ({ worker, done, job } = await lateInItsPoll(t, wc, queue));
     await Promise.race([done, overdue(10_000, "the stop")]);
     assert.equal(releases, 2, "the release was tried again after its Retry-After");
     assert.equal(worker.counts.released, 1);
@@ -359,24 +377,38 @@ describe("worker races", { concurrency: true }, () => {
           ? Promise.resolve(new Response('{"code":"unavailable","message":"down"}', { status: 503, headers: { "Retry-After": "1" } }))
           : fetch(input, init),
     });
-    const worker = new Worker(wc, {
-      queues: [queue],
-      leaseMs: 2000,
-      waitMs: 5000,
-      logger: quiet(),
-      opentelemetry: false,
-      handlers: { k: () => "ran" },
-    });
-    const done = worker.run();
-    t.after(async () => {
-      worker.stop({ timeoutMs: 0 });
-      await done;
-    });
-    await sleep(2500);
-    const job = await c.enqueue({ kind: "k", queue, max_attempts: 3 });
+    const { job } = await lateInItsPoll(t, wc, queue);
     const j = await finished(c, job.id);
     assert.deepEqual([j.state, j.attempt], ["succeeded", 1], "completed on its retry, not run again");
     assert.equal(completes, 3);
+  });
+
+  test("a waited_seconds no claim could have waited moves no lease", async (t) => {
+    const queue = unique("race");
+    const completes: number[] = [];
+    // The answer says the claim waited 1,000,000 s; it took milliseconds.
+    // Every completion is answered 503, Retry-After: 1: it is tried within
+    // the 1.5 s lease and given up, not retried for the 5 s poll that never
+    // was.
+    const wc = client({
+      fetch: async (input, init) => {
+        if (/\/complete$/.test(pathOf(input))) {
+          completes.push(Date.now());
+          return new Response('{"code":"unavailable","message":"down"}', { status: 503, headers: { "Retry-After": "1" } });
+        }
+        const res = await fetch(input, init);
+        if (pathOf(input) !== "/v1/claim") return res;
+        const answer = (await res.json()) as { jobs: unknown[]; waited_seconds?: number };
+        if (answer.jobs.length > 0) answer.waited_seconds = 1e6;
+        return new Response(JSON.stringify(answer), { status: res.status, headers: res.headers });
+      },
+    });
+    const job = await c.enqueue({ kind: "k", queue, max_attempts: 1 }); // not run again
+    runWorker(t, wc, queue, 1500);
+    await waitUntil(() => completes.length > 0, "the completion");
+    await sleep(4000);
+    assert.equal(completes.length, 3, `completions sent at ${completes.map((at) => at - completes[0]).join(", ")} ms`);
+    assert.notEqual((await c.getJob(job.id)).state, "succeeded");
   });
 
   test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
