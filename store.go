@@ -64,10 +64,10 @@ type Store interface {
 	// under token: the worker of an attempt cancelling its own job (a
 	// handler's Cancel over HTTP). Any other token, or a job no longer
 	// running under it (its lease expired and it was rescued, released,
-	// finished), is ErrStaleToken and changes nothing. A job already
-	// cancelled under token is returned as it is: a repeat of the cancel
-	// (its answer lost) is accepted, as a repeated completion is. An
-	// unknown id is ErrNotFound.
+	// finished), is ErrStaleToken and changes nothing. A job cancelled
+	// while it ran under token, by this cancel or an operator's, is
+	// returned as it is: a repeat of the cancel (its answer lost) is
+	// accepted, as a repeated completion is. An unknown id is ErrNotFound.
 	CancelClaimed(ctx context.Context, id int64, token string) (*Job, error)
 	// Retry makes a job pending now: a failed or cancelled job comes back
 	// from history with its attempts reset; a pending job runs now.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/readpast/readpast"
@@ -59,6 +60,7 @@ func (s *Store) settleTx(ctx context.Context, op string, in func(*sql.Tx) ([]err
 // repeats are settled by storekit.SettleRepeats. wake is the wake-up the
 // freed group slots and released children call for.
 func completeIn(ctx context.Context, tx *sql.Tx, cs []readpast.Completion, now time.Time) (res []error, wake wakeup, err error) {
+	cs = canonTokens(cs, func(c *readpast.Completion) *string { return &c.Token })
 	res = make([]error, len(cs))
 	for i, c := range cs {
 		res[i] = readpast.CheckResult(c.Result)
@@ -201,6 +203,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 // wake is the wake-up the jobs made pending and the freed group slots
 // call for.
 func (s *Store) failIn(ctx context.Context, tx *sql.Tx, fs []readpast.Failure, now time.Time) (res []error, wake wakeup, err error) {
+	fs = canonTokens(fs, func(f *readpast.Failure) *string { return &f.Token })
 	nowUS := micros(now)
 	at := fromMicros(nowUS)
 	res = make([]error, len(fs))
@@ -292,6 +295,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 	if err := readpast.CheckLease(lease); err != nil {
 		return time.Time{}, err
 	}
+	token = storekit.CanonToken(token)
 	var expires int64
 	err := s.writeTx(ctx, "extend", func(tx *sql.Tx) error {
 		expires = micros(s.now().Add(lease))
@@ -314,6 +318,7 @@ func (s *Store) Extend(ctx context.Context, id int64, token string, lease time.D
 // (in its old place in claim order), its attempt not counted, its group
 // slot freed.
 func (s *Store) Release(ctx context.Context, id int64, token string) error {
+	token = storekit.CanonToken(token)
 	var wake wakeup
 	err := s.writeTx(ctx, "release", func(tx *sql.Tx) error {
 		var group, more sql.NullString
@@ -345,6 +350,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, d time.Durat
 	if err := readpast.CheckSnooze(d); err != nil {
 		return err
 	}
+	token = storekit.CanonToken(token)
 	var wake wakeup
 	err := s.writeTx(ctx, "snooze", func(tx *sql.Tx) error {
 		nowUS := micros(s.now())
@@ -382,4 +388,22 @@ func freeJobSlots(ctx context.Context, tx *sql.Tx, group, more sql.NullString, n
 		return wakeup{}, err
 	}
 	return freeSlots(ctx, tx, freed, nowUS)
+}
+
+// canonTokens returns xs with each token, which token points to, in the
+// form claims hand tokens out (storekit.CanonToken); a copy when any
+// changes, the caller's slice left as it is.
+func canonTokens[T any](xs []T, token func(*T) *string) []T {
+	copied := false
+	for i := range xs {
+		t := storekit.CanonToken(*token(&xs[i]))
+		if t == *token(&xs[i]) {
+			continue
+		}
+		if !copied {
+			xs, copied = slices.Clone(xs), true
+		}
+		*token(&xs[i]) = t
+	}
+	return xs
 }

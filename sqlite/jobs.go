@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readpast/readpast"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 // Enqueue inserts jobs in one transaction (all or none), in multi-row
@@ -224,7 +225,7 @@ func (s *Store) CancelClaimed(ctx context.Context, id int64, token string) (*rea
 		// No claim has it; and to cancel, "" means no token at all.
 		return nil, lookup(ctx, s.read, id, token, "")
 	}
-	return s.cancel(ctx, "cancel claimed", id, false, token)
+	return s.cancel(ctx, "cancel claimed", id, false, storekit.CanonToken(token))
 }
 
 // CancelPending cancels job id as Cancel does, only while it is pending:

@@ -78,4 +78,22 @@ func testCancelClaimed(t *testing.T, h Harness) {
 	if j, err := s.CancelClaimed(ctx, r.ID, done.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
 		t.Fatalf("CancelClaimed of a cancelled job with another claim's token: %+v, %v; want ErrStaleToken", j, err)
 	}
+	// An operator's cancel of a running attempt is what its worker's
+	// cancel asks for: the worker's then gets the job; after a retry the
+	// token is stale again.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "cc-op"})
+	op := claim(t, s, 10, time.Minute, "cc-op")[0]
+	if _, err := s.Cancel(ctx, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.CancelClaimed(ctx, op.ID, op.Token); err != nil || j == nil || j.State != readpast.StateCancelled {
+		t.Fatalf("CancelClaimed of a job an operator cancelled while it ran under the token: %+v, %v; want the job", j, err)
+	}
+	if _, err := s.Retry(ctx, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := s.CancelClaimed(ctx, op.ID, op.Token); !errors.Is(err, readpast.ErrStaleToken) || j != nil {
+		t.Fatalf("CancelClaimed of a retried job with its earlier attempt's token: %+v, %v; want ErrStaleToken", j, err)
+	}
+	wantState(t, s, op.ID, readpast.StatePending)
 }

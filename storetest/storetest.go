@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelAndRetry", testCancelRetry},
 		{"CancelPending", testCancelPending},
 		{"CancelClaimed", testCancelClaimed},
+		{"TokenSpellings", testTokenSpellings},
 		{"RunNow", testRunNow},
 		{"RunNowGroup", testRunNowGroup},
 		{"ScheduleRunNow", testScheduleRunNow},
