@@ -171,6 +171,24 @@ class Leftovers(unittest.TestCase):
         self.assertEqual(self._requests("/complete"), ["busy1"] * 3)
         self.assertNotEqual(self.direct.get_job(job.id).state, "succeeded")
 
+    def test_a_start_before_the_last_run_returned_is_refused_in_the_caller(self) -> None:
+        # start(); stop(); start() without a join: the second run raised in
+        # its own thread, unseen, and nothing ran.
+        w = readpast.Worker(self.direct, [self.queue], {"k": lambda ctx: "ran"}, wait_seconds=1,
+                            logger=self.quiet)
+        t = w.start()
+        with self.assertRaisesRegex(RuntimeError, "running already"):
+            w.start()
+        w.stop()
+        with self.assertRaisesRegex(RuntimeError, "running already"):
+            w.start()
+        t.join(15)
+        self.assertFalse(t.is_alive())
+        t = self._run(w)
+        job = self.direct.enqueue("k", queue=self.queue)
+        wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "the next run to run the job")
+        self._stop(w, t)
+
     def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
         via = self._via([("/claim", "refuse", 1)])
         w = readpast.Worker(via, [self.queue], {"k": lambda ctx: None}, wait_seconds=20, logger=self.quiet)

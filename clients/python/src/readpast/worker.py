@@ -201,10 +201,17 @@ class Worker(_Stopping):
         (their previous handlers are restored on return). Raises the claim's
         error when the server refuses it for good (a bad queue name, a
         token that is not valid), unless a stop came first."""
+        self._begin()
+        self._serve(install_signal_handlers)
+
+    def _begin(self) -> None:
         with self._cond:
             if self._running:
-                raise RuntimeError("this worker is running already")
+                raise RuntimeError("this worker is running already: stop it and wait for run() to return "
+                                   "(join the thread start() returned) before running it again")
             self._running = True
+
+    def _serve(self, install_signal_handlers: bool) -> None:
         previous: Dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -248,9 +255,10 @@ class Worker(_Stopping):
 
     def start(self) -> threading.Thread:
         """Runs :meth:`run` in a background thread (no signal handlers) and
-        returns it; :meth:`stop` it and join the thread."""
-        t = threading.Thread(target=self.run, kwargs={"install_signal_handlers": False},
-                             name="readpast-worker", daemon=True)
+        returns it; :meth:`stop` it and join the thread. Raises
+        RuntimeError, starting nothing, while a run has not returned."""
+        self._begin()
+        t = threading.Thread(target=self._serve, args=(False,), name="readpast-worker", daemon=True)
         t.start()
         return t
 
