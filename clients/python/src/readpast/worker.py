@@ -259,7 +259,12 @@ class Worker(_Stopping):
         RuntimeError, starting nothing, while a run has not returned."""
         self._begin()
         t = threading.Thread(target=self._serve, args=(False,), name="readpast-worker", daemon=True)
-        t.start()
+        try:
+            t.start()
+        except BaseException:
+            with self._cond:
+                self._running = False  # no run began: the next may
+            raise
         return t
 
     def stop(self, timeout: Optional[float] = None) -> None:
