@@ -37,7 +37,10 @@ export interface WorkerOptions {
   handlerTimeoutMs?: number;
   /** How long a stop lets running jobs finish before releasing them (default 30 s). */
   shutdownTimeoutMs?: number;
-  /** Stops the worker gracefully when it aborts. */
+  /** Stops the worker gracefully when it aborts. An AbortSignal stays
+   * aborted: a `run()` made after it aborted returns at once, claiming
+   * nothing. A worker meant to run again is stopped with `stop()`, or
+   * made anew with a new signal. */
   signal?: AbortSignal;
   /** Where to log; by default warnings and errors go to the console. */
   logger?: Logger;

@@ -411,7 +411,8 @@ describe("worker races", { concurrency: true }, () => {
     assert.notEqual((await c.getJob(job.id)).state, "succeeded");
   });
 
-  test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
+  /** A client that records the path of every request it sends. */
+  function recording(): { wc: Client; paths: string[] } {
     const paths: string[] = [];
     const wc = client({
       fetch: (input, init) => {
@@ -419,6 +420,28 @@ describe("worker races", { concurrency: true }, () => {
         return fetch(input, init);
       },
     });
+    return { wc, paths };
+  }
+
+  test("a run() after its signal aborted returns at once, claiming nothing", async (t) => {
+    const { wc, paths } = recording();
+    const ac = new AbortController();
+    const worker = new Worker(wc, { queues: [unique("race")], handlers: {}, waitMs: 5000, signal: ac.signal, logger: quiet(), opentelemetry: false });
+    const first = worker.run();
+    t.after(async () => {
+      worker.stop({ timeoutMs: 0 });
+      await first;
+    });
+    await waitUntil(() => paths.includes("/v1/claim"), "the first run's claim");
+    ac.abort();
+    await Promise.race([first, overdue(5000, "the stop by the signal")]);
+    const claims = paths.length;
+    await Promise.race([worker.run(), overdue(2000, "run() after its signal aborted")]);
+    assert.equal(paths.length, claims, `requests after the signal: ${paths.slice(claims).join(", ")}`);
+  });
+
+  test("a stop() before run() makes run() return at once, claiming nothing", async (t) => {
+    const { wc, paths } = recording();
     const worker = new Worker(wc, { queues: [unique("race")], handlers: {}, waitMs: 5000, logger: quiet(), opentelemetry: false });
     worker.stop();
     assert.equal(worker.stopping, true);
