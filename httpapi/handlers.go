@@ -7,10 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/readpast/readpast"
 	jobcursor "github.com/readpast/readpast/internal/cursor"
+	"github.com/readpast/readpast/internal/storekit"
 )
 
 func (s *server) enqueue(w http.ResponseWriter, r *http.Request) {
@@ -419,12 +418,7 @@ func writeNoContent(w http.ResponseWriter) {
 }
 
 // sameToken reports whether a and b name one claim token, however the
-// UUID is spelled (case, braces, URN form).
+// UUID is spelled (case, braces, URN form), as the stores compare them.
 func sameToken(a, b string) bool {
-	ua, errA := uuid.Parse(a)
-	ub, errB := uuid.Parse(b)
-	if errA != nil || errB != nil {
-		return a == b
-	}
-	return ua == ub
+	return storekit.CanonToken(a) == storekit.CanonToken(b)
 }

@@ -153,7 +153,7 @@ func complete(ctx context.Context, q querier, mode pgx.QueryExecMode, stmt strin
 	for i, c := range cs {
 		errs[i] = readpast.CheckResult(c.Result)
 	}
-	entry := func(i int) (int64, string) { return cs[i].ID, cs[i].Token }
+	entry := func(i int) (int64, string) { return cs[i].ID, storekit.CanonToken(cs[i].Token) }
 	first := storekit.FirstPairs(len(cs), entry, func(i int) bool { return errs[i] != nil })
 	b, malformed := newBatch(first, entry)
 	var done map[int64]string
@@ -259,7 +259,7 @@ func (s *Store) Fail(ctx context.Context, fs []readpast.Failure) ([]error, error
 	for i, f := range fs {
 		bad[i] = f.Check()
 	}
-	entry := func(i int) (int64, string) { return fs[i].ID, fs[i].Token }
+	entry := func(i int) (int64, string) { return fs[i].ID, storekit.CanonToken(fs[i].Token) }
 	first := storekit.FirstPairs(len(fs), entry, func(i int) bool { return bad[i] != nil })
 	b, malformed := newBatch(first, entry)
 	msgs, stacks := make([]string, len(b.idx)), make([]string, len(b.idx))

@@ -74,4 +74,30 @@ func testTokenSpellings(t *testing.T, h Harness) {
 		t.Fatalf("cancel repeated, the token in braces: %+v, %v", j, err)
 	}
 	wantState(t, s, ext.ID, readpast.StateRunning)
+
+	// A batch that names one running job twice, in two spellings of its
+	// token, settles as one naming it twice in one: the first entry acts,
+	// the second is its repeat. A job with a key frees its slot once.
+	enqueue(t, s, readpast.EnqueueParams{Kind: "k", Queue: "tb"}, readpast.EnqueueParams{Kind: "k", Queue: "tb", Group: "tb-g"},
+		readpast.EnqueueParams{Kind: "k", Queue: "tb", Group: "tb-g"})
+	two := claim(t, s, 3, time.Minute, "tb")
+	if len(two) != 2 {
+		t.Fatalf("claimed %d jobs, want 2 (the key runs one at a time)", len(two))
+	}
+	c, f := two[0], two[1]
+	errs, err = s.Complete(ctx, []readpast.Completion{{ID: c.ID, Token: c.Token}, {ID: c.ID, Token: spell["upper"](c.Token)}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("complete, one running job in two spellings: %v, %v; want nil, nil", errs, err)
+	}
+	wantState(t, s, c.ID, readpast.StateSucceeded)
+	errs, err = s.Fail(ctx, []readpast.Failure{{ID: f.ID, Token: spell["braces"](f.Token), Message: "a"}, {ID: f.ID, Token: f.Token, Message: "b"}})
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], readpast.ErrStaleToken) {
+		t.Fatalf("fail, one running job in two spellings: %v, %v; want nil, ErrStaleToken (as one spelling twice)", errs, err)
+	}
+	if j := get(t, s, f.ID); j.State != readpast.StatePending || len(j.Errors) != 1 || j.Errors[0].Message != "a" {
+		t.Fatalf("fail, one running job in two spellings: %s with errors %+v; want pending, one error \"a\"", j.State, j.Errors)
+	}
+	if next := claim(t, s, 3, time.Minute, "tb"); len(next) != 1 || next[0].ID == f.ID {
+		t.Fatalf("after the failure the key's claim took %v, want its next job (the failed one waits for its retry)", ids(next))
+	}
 }

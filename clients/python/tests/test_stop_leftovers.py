@@ -6,6 +6,7 @@ whatever the answer says it waited; a claim refused after the stop just
 ends the run; a handler's Cancel on a claim gone stale cancels nothing.
 The proxy of test_stop_bounds stands in front of the server."""
 
+import inspect
 import logging
 import os
 import threading
@@ -188,6 +189,66 @@ class Leftovers(unittest.TestCase):
         job = self.direct.enqueue("k", queue=self.queue)
         wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "the next run to run the job")
         self._stop(w, t)
+
+    def test_a_run_that_ended_never_takes_the_next_runs_error(self) -> None:
+        # Run 1, stopped cleanly, is held on its way out once the worker
+        # may run again; run 2's claim is refused (401), and run 2 is held
+        # at the same place. Run 1 took run 2's error and raised it, and
+        # run 2 returned as if stopped.
+        lines, first = inspect.getsourcelines(readpast.Worker._serve)
+        ready = next(i for i, line in enumerate(lines) if line.strip() == "self._signals = 0")
+        out = next(first + i for i, line in enumerate(lines)
+                   if i > ready and line.startswith(" " * 8) and not line.startswith(" " * 9))
+        code = readpast.Worker._serve.__code__
+        held = {"readpast-worker": (threading.Event(), threading.Event()), "run2": (threading.Event(), threading.Event())}
+
+        def trace(frame: Any, event: str, arg: Any) -> Any:
+            if frame.f_code is not code:
+                return None
+
+            def line(frame: Any, event: str, arg: Any) -> Any:
+                h = held.get(threading.current_thread().name)
+                if event == "line" and frame.f_lineno == out and h:
+                    h[0].set()
+                    h[1].wait(30)
+                return line
+            return line
+
+        raised: List[BaseException] = []
+        hook = threading.excepthook
+        threading.excepthook = lambda a: raised.append(a.exc_value)  # type: ignore[assignment,misc]
+        self.addCleanup(setattr, threading, "excepthook", hook)
+        refused = readpast.Client(support.server_url(), token="c" * 64)
+        self.addCleanup(refused.close)
+        w = readpast.Worker(self.direct, [self.queue], {"k": lambda ctx: None}, wait_seconds=1, logger=self.quiet)
+        got: List[Any] = []
+
+        def second() -> None:
+            try:
+                w.run(install_signal_handlers=False)
+                got.append("returned")
+            except BaseException as e:  # noqa: B902
+                got.append(e)
+
+        threading.settrace(trace)
+        try:
+            t1 = w.start()
+            time.sleep(0.3)
+            w.stop(0)
+            self.assertTrue(held["readpast-worker"][0].wait(15), "run 1 never got to its way out")
+            w.client = refused
+            t2 = threading.Thread(target=second, name="run2", daemon=True)
+            t2.start()
+        finally:
+            threading.settrace(None)  # type: ignore[arg-type]
+        self.assertTrue(held["run2"][0].wait(15), "run 2 never got to its way out")
+        held["readpast-worker"][1].set()
+        t1.join(10)
+        held["run2"][1].set()
+        t2.join(10)
+        self.assertEqual(raised, [], "run 1, stopped cleanly, raised")
+        self.assertEqual(len(got), 1)
+        self.assertIsInstance(got[0], readpast.UnauthorizedError, "run 2 did not raise its refusal")
 
     def test_a_claim_refused_after_the_stop_ends_the_run(self) -> None:
         via = self._via([("/claim", "refuse", 1)])

@@ -249,7 +249,9 @@ class Worker(_Stopping):
                 self._stop_deadline = None
                 self._stop_at = None
                 self._signals = 0
-        fatal, self._fatal = self._fatal, None
+                # This run's, taken with the flag: the next run, which may
+                # begin once it is down, keeps its own.
+                fatal, self._fatal = self._fatal, None
         if fatal is not None:
             raise fatal
 
@@ -273,8 +275,18 @@ class Worker(_Stopping):
         they are released. Returns at once; calling it again can only
         shorten the wait. Do not call it from a signal handler: :meth:`run`
         installs its own."""
+        self._stop(timeout)
+
+    def _stop(self, timeout: Optional[float], error: Optional[BaseException] = None,
+              run: Optional[threading.Event] = None) -> None:
+        """stop(timeout); given run (a run's stop event), only while that
+        run goes on, not stopped yet, and then with error as its error."""
         wait = self.shutdown_timeout if timeout is None else max(0.0, timeout)
         with self._cond:
+            if run is not None:
+                if run is not self._stopping or run.is_set():
+                    return  # that run is over, or stopping: not the next one's
+                self._fatal = error
             now = time.monotonic()
             deadline = now + wait
             if self._stop_deadline is None or deadline < self._stop_deadline:
@@ -302,8 +314,7 @@ class Worker(_Stopping):
             self._claim_until_stopped(session, stopping)
         except BaseException as e:  # a bug: stop rather than hang with no claims
             self.log.exception("worker %s: claiming", self.name)
-            self._fatal = e
-            self.stop()
+            self._stop(None, e, stopping)
 
     def _claim_until_stopped(self, session: _Session, stopping: threading.Event) -> None:
         # stopping is this run's: a claimer the shutdown gave up on never
@@ -335,8 +346,7 @@ class Worker(_Stopping):
                 if stopping.is_set():
                     break  # stopped anyway: the claim's refusal changes nothing
                 self.log.error("worker %s: claim refused: %s", self.name, e)
-                self._fatal = e
-                self.stop()
+                self._stop(None, e, stopping)
                 break
             except ReadpastError as e:
                 if stopping.is_set():
