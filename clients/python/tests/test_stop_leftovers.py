@@ -185,6 +185,20 @@ class Leftovers(unittest.TestCase):
             w.start()
         t.join(15)
         self.assertFalse(t.is_alive())
+        # A thread that cannot start leaves the worker as it was.
+        real = threading.Thread.start
+
+        def refused(thread: threading.Thread) -> None:
+            if thread.name == "readpast-worker":
+                raise RuntimeError("can't start new thread")
+            real(thread)
+
+        threading.Thread.start = refused  # type: ignore[method-assign]
+        try:
+            with self.assertRaisesRegex(RuntimeError, "can't start new thread"):
+                w.start()
+        finally:
+            threading.Thread.start = real  # type: ignore[method-assign]
         t = self._run(w)
         job = self.direct.enqueue("k", queue=self.queue)
         wait_until(lambda: self.direct.get_job(job.id).state == "succeeded", "the next run to run the job")
