@@ -66,7 +66,7 @@ func (f batchJobFlags) job() (json.RawMessage, error) {
 		return nil, usagef("--payload: not valid JSON")
 	}
 	if _, err := httpapi.ParseEnqueue(raw, time.Now()); err != nil {
-		return nil, flagError(err)
+		return nil, usageError{flagError(err)}
 	}
 	return raw, nil
 }

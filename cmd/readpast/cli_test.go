@@ -68,6 +68,7 @@ func TestReadJobLines(t *testing.T) {
 
 func TestRunUsage(t *testing.T) {
 	ctx := context.Background()
+	t.Chdir(t.TempDir()) // where a command left without a database would make readpast.db
 	db := filepath.Join(t.TempDir(), "cli.db")
 	cases := []struct {
 		args []string
@@ -110,12 +111,27 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "a", "--queue", "", "--database-url", db}, 2, "--queue is empty"},
 		{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "a", "--key", "", "--database-url", db}, 2, "--key is empty"},
 		{[]string{"batches", "open", "--kind", "a", "--queue", "", "--database-url", db}, 2, "--queue is empty"},
+		// Nor an empty target: it would pick the environment's, or
+		// ./readpast.db.
+		{[]string{"enqueue", "--kind", "a", "--database-url", ""}, 2, "--database-url is empty"},
+		{[]string{"migrate", "--database-url="}, 2, "--database-url is empty"},
+		{[]string{"enqueue", "--kind", "a", "--url", ""}, 2, "--url is empty"},
+		{[]string{"enqueue", "--kind", "a", "--url", "http://127.0.0.1:9", "--token", ""}, 2, "--token is empty"},
+		{[]string{"serve", "--addr", "", "--database-url", db}, 2, "--addr is empty"},
+		{[]string{"schedules", "set", "s", "--cron", "@hourly", "--kind", "a", "--time-zone", "", "--database-url", db}, 2, "--time-zone is empty"},
+		{[]string{"batches", "open", "--kind", "a b", "--database-url", db}, 2, "--kind:"},
+		// A port out of range is refused before the database is opened.
+		{[]string{"serve", "--addr", "127.0.0.1:99999", "--database-url", db}, 2, `port "99999"`},
+		{[]string{"serve", "--addr", "127.0.0.1:http", "--database-url", db}, 2, `port "http"`},
+		{[]string{"enqueue", "--kind", "a", "--unique-key", "k", "--unique-for", "0s", "--database-url", db}, 2, "--unique-for must be"},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
 		code := run(ctx, c.args, &stdout, &stderr)
-		if _, err := os.Stat(db); err == nil {
-			t.Fatalf("readpast %v made a database: a refused command must touch nothing", c.args)
+		for _, f := range []string{db, "readpast.db"} {
+			if _, err := os.Stat(f); err == nil {
+				t.Fatalf("readpast %v made a database (%s): a refused command must touch nothing", c.args, f)
+			}
 		}
 		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.out) {
 			t.Errorf("readpast %v: exit %d, want %d; output %q, want it to contain %q",

@@ -79,9 +79,11 @@ func parseFlags(fs *flagSet, args []string) ([]string, error) {
 	}
 }
 
-// namedFlags are the flags that name a queue, kind, state, tag, key or
-// time, which parseFlags refuses empty.
-var namedFlags = []string{"queue", "kind", "state", "tag", "group", "key", "unique-key", "run-at"}
+// namedFlags are the flags that name a queue, kind, state, tag, key,
+// time, database, server, token or address, which parseFlags refuses
+// empty: an unset shell variable must not pick another target.
+var namedFlags = []string{"queue", "kind", "state", "tag", "group", "key", "unique-key", "run-at",
+	"database-url", "url", "token", "addr", "time-zone"}
 
 // noEmpty refuses any flag of names that fs was given as an empty string
 // (`--queue "$QUEUE"` with QUEUE unset), which would otherwise read as

@@ -116,7 +116,7 @@ func enqueueFrom(ctx context.Context, stdin io.Reader, args []string, stdout, st
 			req.UniqueKey = uniqueKey
 		}
 		req.Tags = tags
-		if *uniqueFor != 0 {
+		if set["unique-for"] {
 			if *uniqueFor < time.Second || *uniqueFor > readpast.MaxUniqueFor {
 				return usagef("--unique-for must be between 1s and %s (%d days), not %s", readpast.MaxUniqueFor, readpast.MaxUniqueFor/(24*time.Hour), *uniqueFor)
 			}

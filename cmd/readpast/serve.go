@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -413,10 +414,15 @@ func parseTrustedProxies(values []string) ([]netip.Prefix, error) {
 
 // isLoopback reports whether addr (host:port) listens only on a loopback
 // address. An empty host means every interface, so it is not loopback.
+// A port must be a number from 0 to 65535 (no service name), so that a
+// bad one is refused before anything is opened.
 func isLoopback(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false, err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return false, fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	if strings.EqualFold(host, "localhost") {
 		return true, nil
