@@ -109,11 +109,11 @@ func (l Limit) Normalize() (Limit, error) {
 	if l.Per < 0 || l.Per > MaxPer {
 		return l, invalid("per", "must be between 1µs and %s", MaxPer)
 	}
+	if l.Per.Nanoseconds() < int64(l.Rate)*MinRateInterval.Nanoseconds() { // Per/Rate as declared, under MinRateInterval
+		return l, invalid("rate", "allows more than one start a microsecond (per/rate must be at least 1µs)")
+	}
 	if r := l.Per % time.Microsecond; r != 0 {
 		l.Per += time.Microsecond - r // never faster than declared
-	}
-	if l.Per.Microseconds() < int64(l.Rate) { // Per/Rate under MinRateInterval
-		return l, invalid("rate", "allows more than one start a microsecond (per/rate must be at least 1µs)")
 	}
 	if l.Burst == 0 {
 		l.Burst = min(l.Rate, MaxBurst)

@@ -119,6 +119,11 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 		// The year is the UTC one: these are 10000-01-01 and 1969-12-31 in UTC.
 		{`{"kind":"a","run_at":"9999-12-31T23:59:59-05:00"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":"1970-01-01T00:00:00+01:00"}`, CodeInvalidField, "run_at"},
+		// What Go reads and RFC 3339 has not: an offset of 24 hours, a
+		// decimal comma.
+		{`{"kind":"a","run_at":"2030-01-01T00:00:00+24:00"}`, CodeInvalidField, "run_at"},
+		{`{"kind":"a","run_at":"2030-01-01T00:00:00-24:00"}`, CodeInvalidField, "run_at"},
+		{`{"kind":"a","run_at":"2030-01-01T00:00:00,5Z"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":12}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","queue":"two words"}`, CodeInvalidField, "queue"},
 		{`{"kind":"a","queue":["q"]}`, CodeInvalidField, "queue"},
@@ -686,6 +691,19 @@ func TestAuth(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("Basic auth: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	// Two credentials, a good one first or last: neither is taken.
+	for _, pair := range [][2]string{{"full-1-0123456789abcdef", "wrong"}, {"wrong", "full-1-0123456789abcdef"}} {
+		req, _ := http.NewRequest("GET", e.srv.URL+"/v1/stats", nil)
+		req.Header.Add("Authorization", "Bearer "+pair[0])
+		req.Header.Add("Authorization", "Bearer "+pair[1])
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		checkError(t, "two Authorization headers", resp.StatusCode, body, 401, CodeUnauthorized, "")
 	}
 
 	// Read tokens may GET only.

@@ -200,6 +200,12 @@ func (s *server) authorize(r *http.Request) (*apiError, time.Duration) {
 	if header == "" {
 		return unauthorized, 0
 	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which of two credentials a proxy or a server reads differs:
+		// neither is taken.
+		return &apiError{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+			Message: "send one Authorization header, not several"}, 0
+	}
 	token := ""
 	if scheme, t, ok := strings.Cut(header, " "); ok && strings.EqualFold(scheme, "Bearer") {
 		token = strings.TrimSpace(t)

@@ -179,7 +179,9 @@ func typeName(t reflect.Type) string {
 // parseTime parses an RFC 3339 time with a year readpast can store.
 func parseTime(field, s string) (time.Time, *apiError) {
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	// Go also reads a decimal comma and offsets of 24 hours, which RFC
+	// 3339 has not: "+24:00" would be a day off.
+	if _, off := t.Zone(); err != nil || strings.ContainsRune(s, ',') || off <= -24*3600 || off >= 24*3600 {
 		return time.Time{}, fieldError(field, "must be an RFC 3339 time such as 2025-01-02T15:04:05Z")
 	}
 	if y := t.UTC().Year(); y < 1970 || y > 9999 {

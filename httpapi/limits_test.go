@@ -183,6 +183,9 @@ func TestLimitsRejectBadInput(t *testing.T) {
 		{"PUT", "/v1/limits/k", `{"rate":1,"per_seconds":1e999}`, CodeInvalidField, "per_seconds"},
 		{"PUT", "/v1/limits/k", `{"rate":10,"per":"1s"}`, CodeInvalidField, "per"},
 		{"PUT", "/v1/limits/k", `{"rate":2000000}`, CodeInvalidField, "rate"},
+		// Judged as declared (0.98µs between starts), not as rounded up to
+		// a whole microsecond.
+		{"PUT", "/v1/limits/k", `{"rate":5,"per_seconds":0.0000049}`, CodeInvalidField, "rate"},
 		{"PUT", "/v1/limits/k", `{"rate":10,"burst":1000001}`, CodeInvalidField, "burst"},
 		{"PUT", "/v1/limits/k", `{"rate":10,"burst":-1}`, CodeInvalidField, "burst"},
 		{"PUT", "/v1/limits/k", `{"weight":101}`, CodeInvalidField, "weight"},

@@ -14,7 +14,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,7 +128,10 @@ type Config struct {
 type route struct {
 	pattern string
 	// open routes need no token.
-	open    bool
+	open bool
+	// query routes read a query string; on the others under /v1 one is
+	// refused, not ignored.
+	query   bool
 	handler http.HandlerFunc
 }
 
@@ -147,6 +152,7 @@ type server struct {
 	closing  <-chan struct{}
 	mux      *http.ServeMux
 	open     map[string]bool
+	noQuery  map[string]bool // the /v1 routes that read no query string
 	routes   []route
 	now      func() time.Time
 }
@@ -180,6 +186,7 @@ func newServer(cfg Config) (*server, error) {
 		closing:  cfg.Closing,
 		mux:      http.NewServeMux(),
 		open:     map[string]bool{},
+		noQuery:  map[string]bool{},
 		now:      time.Now,
 	}
 	if s.log == nil {
@@ -234,10 +241,10 @@ func newServer(cfg Config) (*server, error) {
 		{pattern: "GET /v1/batches/{id}", handler: s.getBatch},
 		{pattern: "POST /v1/batches/{id}/jobs", handler: s.addToBatch},
 		{pattern: "POST /v1/batches/{id}/seal", handler: s.sealBatch},
-		{pattern: "GET /v1/jobs", handler: s.list},
+		{pattern: "GET /v1/jobs", query: true, handler: s.list},
 		{pattern: "GET /v1/jobs/{id}", handler: s.get},
-		{pattern: "GET /v1/jobs/{id}/relatives", handler: s.relatives},
-		{pattern: "GET /v1/jobs/{id}/flow", handler: s.flowGraph},
+		{pattern: "GET /v1/jobs/{id}/relatives", query: true, handler: s.relatives},
+		{pattern: "GET /v1/jobs/{id}/flow", query: true, handler: s.flowGraph},
 		{pattern: "DELETE /v1/jobs/{id}", handler: s.deleteJob},
 		{pattern: "POST /v1/claim", handler: s.claim},
 		{pattern: "POST /v1/jobs/complete", handler: s.completeBatch},
@@ -276,6 +283,9 @@ func newServer(cfg Config) (*server, error) {
 	for _, rt := range s.routes {
 		s.mux.HandleFunc(rt.pattern, rt.handler)
 		s.open[rt.pattern] = rt.open
+		if _, path, _ := strings.Cut(rt.pattern, " "); !rt.query && strings.HasPrefix(path, "/v1") {
+			s.noQuery[rt.pattern] = true
+		}
 	}
 	return s, nil
 }
@@ -367,6 +377,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			break
 		}
+		if ae := s.checkQuery(r, pattern); ae != nil {
+			s.writeError(sw, r, ae)
+			break
+		}
 		s.mux.ServeHTTP(sw, r)
 	}
 	if sw.status == 0 {
@@ -380,6 +394,21 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slog.String("route", pattern),
 		slog.Int("status", sw.status),
 		slog.Duration("took", took))
+}
+
+// checkQuery refuses a query string on a /v1 route that reads none: its
+// parameters would be ignored, the request taken to mean what it does not
+// say (POST /v1/jobs?queue=mail enqueueing to the default queue).
+func (s *server) checkQuery(r *http.Request, pattern string) *apiError {
+	if r.URL.RawQuery == "" || !s.noQuery[pattern] {
+		return nil
+	}
+	name, _, _ := strings.Cut(r.URL.RawQuery, "=")
+	name, _, _ = strings.Cut(name, "&")
+	if n, err := url.QueryUnescape(name); err == nil {
+		name = n
+	}
+	return fieldError(name, "unknown query parameter: this route takes none")
 }
 
 // writeJSON writes v as the JSON response body with status.

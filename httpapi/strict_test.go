@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// TestNoLooseInput: ids, list parameters and claim queues are read one way
-// only. "+1" and "01" were job 1, "?queue=" was no filter, and
-// "queues":[] claimed from default.
+// TestNoLooseInput: ids, list parameters, claim queues and query strings
+// are read one way only. "+1" and "01" were job 1, "?queue=" was no
+// filter, "queues":[] claimed from default, and a query string on a route
+// that reads none was ignored.
 func TestNoLooseInput(t *testing.T) {
 	e := newEnv(t, nil)
 	j := e.enqueue(`{"kind":"a"}`)
@@ -31,6 +32,22 @@ func TestNoLooseInput(t *testing.T) {
 	}
 	if jobs := e.claim(`{"worker":"w","queues":null}`); len(jobs) != 1 {
 		t.Errorf(`"queues":null claimed %d jobs, want 1 (from default)`, len(jobs))
+	}
+	// A query string on a route that reads none is refused, not ignored:
+	// the job went to the default queue, and the stats were every queue's.
+	e.wantError("POST", "/v1/jobs?queue=mail&priority=5", `{"kind":"qp"}`, http.StatusBadRequest, CodeInvalidField, "queue")
+	e.wantError("GET", "/v1/stats?queue=mail", "", http.StatusBadRequest, CodeInvalidField, "queue")
+	e.wantError("POST", "/v1/claim?limit=5", `{"worker":"w"}`, http.StatusBadRequest, CodeInvalidField, "limit")
+	e.wantError("GET", "/v1/queues?x%20y=1", "", http.StatusBadRequest, CodeInvalidField, "x y")
+	var list struct{ Jobs []Job }
+	e.must("GET", "/v1/jobs?kind=qp", "", http.StatusOK, &list)
+	if len(list.Jobs) != 0 {
+		t.Errorf("a refused enqueue stored %d jobs", len(list.Jobs))
+	}
+	for _, p := range []string{"/healthz?probe=1", "/v1/jobs/1/relatives?limit=5", "/v1/jobs/1/flow?limit=5"} {
+		if st, b := e.do("GET", p, ""); st != http.StatusOK {
+			t.Errorf("GET %s: %d %s", p, st, b)
+		}
 	}
 }
 
