@@ -124,6 +124,8 @@ func TestEnqueueRejectsBadInput(t *testing.T) {
 		{`{"kind":"a","run_at":"2030-01-01T00:00:00+24:00"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":"2030-01-01T00:00:00-24:00"}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","run_at":"2030-01-01T00:00:00,5Z"}`, CodeInvalidField, "run_at"},
+		// An empty queue is refused, not read as the default.
+		{`{"kind":"a","queue":""}`, CodeInvalidField, "queue"},
 		{`{"kind":"a","run_at":12}`, CodeInvalidField, "run_at"},
 		{`{"kind":"a","queue":"two words"}`, CodeInvalidField, "queue"},
 		{`{"kind":"a","queue":["q"]}`, CodeInvalidField, "queue"},

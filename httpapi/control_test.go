@@ -29,6 +29,8 @@ func TestTagsSnoozeBulk(t *testing.T) {
 			}
 			e.wantError("POST", "/v1/jobs", `{"kind":"k","tags":["x y"]}`, 400, CodeInvalidField, "tags")
 			e.wantError("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k"},{"kind":"k","tags":[""]}]}`, 400, CodeInvalidField, "jobs[1].tags")
+			e.wantError("POST", "/v1/jobs/batch", `{"jobs":[{"kind":"k"},{"kind":"k","queue":""}]}`, 400, CodeInvalidField, "jobs[1].queue")
+			e.wantError("POST", "/v1/flows", `{"jobs":[{"kind":"k","queue":""}]}`, 400, CodeInvalidField, "jobs[0].queue")
 			var list struct{ Jobs []Job }
 			e.must("GET", "/v1/jobs?tag=b", ``, 200, &list)
 			if len(list.Jobs) != 1 || list.Jobs[0].ID != j.ID {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,11 +60,15 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 		return nil
 	}
 	known := make(map[string]bool, t.NumField()) // whether to check the value
+	var nonEmpty []string                        // fields tagged empty:"no"
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name != "" && name != "-" {
 			known[name] = f.Type != rawType && f.Type != rawsType && f.Tag.Get("text") != "free"
+			if f.Tag.Get("empty") == "no" {
+				nonEmpty = append(nonEmpty, name)
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -92,6 +97,10 @@ func checkKeys(body []byte, dst any, prefix string) *apiError {
 		var value json.RawMessage
 		if err := dec.Decode(&value); err != nil {
 			return malformed
+		}
+		if string(value) == `""` && slices.Contains(nonEmpty, key) {
+			// Read as left out, "" would mean the default silently.
+			return fieldError(prefix+key, "must not be empty: leave it out for the default")
 		}
 		if check {
 			if err := readpast.CheckJSON(prefix+key, value); err != nil {

@@ -26,7 +26,7 @@ type FlowJobRequest struct {
 	Ref         string          `json:"ref,omitempty"`
 	Kind        string          `json:"kind"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
-	Queue       string          `json:"queue,omitempty"`
+	Queue       string          `json:"queue,omitempty" empty:"no"`
 	Priority    *int            `json:"priority,omitempty"`
 	RunAt       *string         `json:"run_at,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`

@@ -28,7 +28,7 @@ const (
 type EnqueueRequest struct {
 	Kind        string          `json:"kind"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
-	Queue       string          `json:"queue,omitempty"`
+	Queue       string          `json:"queue,omitempty" empty:"no"`
 	Priority    *int            `json:"priority,omitempty"`
 	RunAt       *string         `json:"run_at,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`

@@ -77,7 +77,7 @@ type PutScheduleRequest struct {
 type ScheduleJobRequest struct {
 	Kind        string          `json:"kind"`
 	Payload     json.RawMessage `json:"payload,omitempty"`
-	Queue       string          `json:"queue,omitempty"`
+	Queue       string          `json:"queue,omitempty" empty:"no"`
 	Priority    *int            `json:"priority,omitempty"`
 	MaxAttempts *int            `json:"max_attempts,omitempty"`
 	Group       *string         `json:"group,omitempty"`

@@ -197,6 +197,7 @@ func TestSchedulesAPI(t *testing.T) {
 	}
 	// Errors.
 	e.wantError("PUT", "/v1/schedules/bad", `{"cron":"61 * * * *","job":{"kind":"k"}}`, 400, CodeInvalidField, "cron")
+	e.wantError("PUT", "/v1/schedules/bad", `{"cron":"@hourly","job":{"kind":"k","queue":""}}`, 400, CodeInvalidField, "job.queue")
 	e.wantError("PUT", "/v1/schedules/bad", `{"cron":"@hourly","time_zone":"Nowhere/City","job":{"kind":"k"}}`, 400, CodeInvalidField, "time_zone")
 	e.wantError("PUT", "/v1/schedules/bad", `{"cron":"@hourly"}`, 400, CodeInvalidField, "job")
 	e.wantError("PUT", "/v1/schedules/bad", `{"cron":"@hourly","job":{}}`, 400, CodeInvalidField, "job.kind")
