@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -398,17 +400,21 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // checkQuery refuses a query string on a /v1 route that reads none: its
 // parameters would be ignored, the request taken to mean what it does not
-// say (POST /v1/jobs?queue=mail enqueueing to the default queue).
+// say (POST /v1/jobs?queue=mail enqueueing to the default queue). It
+// names the first parameter in sorted order, as the routes that read a
+// query name one they do not know.
 func (s *server) checkQuery(r *http.Request, pattern string) *apiError {
 	if r.URL.RawQuery == "" || !s.noQuery[pattern] {
 		return nil
 	}
-	name, _, _ := strings.Cut(r.URL.RawQuery, "=")
-	name, _, _ = strings.Cut(name, "&")
-	if n, err := url.QueryUnescape(name); err == nil {
-		name = n
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return &apiError{Status: http.StatusBadRequest, Code: CodeInvalidField, Message: "malformed query string"}
 	}
-	return fieldError(name, "unknown query parameter: this route takes none")
+	if len(q) == 0 {
+		return nil // "?&": no parameter
+	}
+	return fieldError(slices.Min(slices.Collect(maps.Keys(q))), "unknown query parameter: this route takes none")
 }
 
 // writeJSON writes v as the JSON response body with status.

@@ -35,7 +35,9 @@ func TestNoLooseInput(t *testing.T) {
 	}
 	// A query string on a route that reads none is refused, not ignored:
 	// the job went to the default queue, and the stats were every queue's.
-	e.wantError("POST", "/v1/jobs?queue=mail&priority=5", `{"kind":"qp"}`, http.StatusBadRequest, CodeInvalidField, "queue")
+	e.wantError("POST", "/v1/jobs?queue=mail&priority=5", `{"kind":"qp"}`, http.StatusBadRequest, CodeInvalidField, "priority")
+	e.wantError("POST", "/v1/jobs?queue=mail", `{"kind":"qp"}`, http.StatusBadRequest, CodeInvalidField, "queue")
+	e.wantError("POST", "/v1/jobs?queue=%zz", `{"kind":"qp"}`, http.StatusBadRequest, CodeInvalidField, "")
 	e.wantError("GET", "/v1/stats?queue=mail", "", http.StatusBadRequest, CodeInvalidField, "queue")
 	e.wantError("POST", "/v1/claim?limit=5", `{"worker":"w"}`, http.StatusBadRequest, CodeInvalidField, "limit")
 	e.wantError("GET", "/v1/queues?x%20y=1", "", http.StatusBadRequest, CodeInvalidField, "x y")
